@@ -1,0 +1,359 @@
+"""Decode midtrace's own attributes back into the model: the collector side of the contract.
+
+``decode_record`` reads one span's attributes and refuses bad ones with an
+:class:`InvalidAttributes` that names the attribute and what is wrong with it.
+``decode_trace`` assembles one request from all spans of a trace that carry midtrace
+attributes, whichever order they arrived in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+from schemas import conventions as c
+from schemas.model import DROP_REASONS, STAGES, Chunk, Outcome, Placement, RagRecord, RagRequest
+from schemas.otlp import SpanRecord
+
+# Characters per token when a prompt reports no token count (DESIGN.md, "Tokens").
+CHARS_PER_TOKEN = 4.0
+
+
+class InvalidAttributes(ValueError):
+    """A span's midtrace attributes break the contract; the message says which and how."""
+
+
+def has_midtrace_attributes(attrs: Mapping[str, Any]) -> bool:
+    return any(k.startswith(c.PREFIX) for k in attrs)
+
+
+# --- typed getters -------------------------------------------------------------------------
+
+def _scalar(attrs: Mapping[str, Any], key: str) -> Any:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    kind = c.BY_NAME[key].type
+    if kind == "string" and isinstance(value, str):
+        return value
+    if kind == "boolean" and isinstance(value, bool):
+        return value
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise InvalidAttributes(f"{key} must not be negative, got {value}")
+        return value
+    if kind == "double" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise InvalidAttributes(f"{key} must be {kind}, got {_type_name(value)} {_short(value)}")
+
+
+def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    kind = c.BY_NAME[key].type
+    if not isinstance(value, list):
+        raise InvalidAttributes(f"{key} must be {kind}, got {_type_name(value)} {_short(value)}")
+    item = kind[:-2]
+    out: list[Any] = []
+    for i, v in enumerate(value):
+        if v is None:
+            out.append(None)
+        elif item == "string" and isinstance(v, str):
+            out.append(v or None)
+        elif item == "boolean" and isinstance(v, bool):
+            out.append(v)
+        elif item == "int" and isinstance(v, int) and not isinstance(v, bool):
+            out.append(v)
+        elif item == "double" and isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(None if math.isnan(v) else float(v))
+        else:
+            raise InvalidAttributes(
+                f"{key}[{i}] must be {item}, got {_type_name(v)} {_short(v)}")
+    return out
+
+
+def _type_name(v: Any) -> str:
+    return {str: "string", bool: "boolean", int: "int", float: "double", list: "array",
+            dict: "map", bytes: "bytes"}.get(type(v), type(v).__name__)
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _tuple(values: list[Any] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(v for v in values if v is not None)
+
+
+def _parse_time(key: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise InvalidAttributes(f"{key} must be an RFC 3339 time, got {_short(value)}") from e
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _parse_date(key: str, i: int, value: str | None) -> date | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError as e:
+        raise InvalidAttributes(f"{key}[{i}] must be a YYYY-MM-DD date, got {_short(value)}") from e
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+def decode_outcome(attrs: Mapping[str, Any]) -> Outcome | None:
+    fields = dict(
+        correct=_scalar(attrs, c.OUTCOME_CORRECT),
+        score=_scalar(attrs, c.OUTCOME_SCORE),
+        decisive_chunk_ids=_tuple(_array(attrs, c.OUTCOME_DECISIVE_CHUNK_IDS)),
+        required_constraints=_tuple(_array(attrs, c.OUTCOME_REQUIRED_CONSTRAINTS)),
+        recalled_constraints=_tuple(_array(attrs, c.OUTCOME_RECALLED_CONSTRAINTS)),
+        reviewer=_scalar(attrs, c.OUTCOME_REVIEWER),
+        note=_scalar(attrs, c.OUTCOME_NOTE),
+        time=_parse_time(c.OUTCOME_TIME, _scalar(attrs, c.OUTCOME_TIME)),
+    )
+    if all(v is None for v in fields.values()):
+        return None
+    return Outcome(**fields)  # type: ignore[arg-type]
+
+
+def decode_record(attrs: Mapping[str, Any]) -> RagRecord:
+    """Read one span's midtrace attributes; raise InvalidAttributes on any contract breach."""
+    chunks, placements = _decode_chunks(attrs)
+    return RagRecord(
+        question=_scalar(attrs, c.QUESTION),
+        answer=_scalar(attrs, c.ANSWER),
+        model=_scalar(attrs, c.MODEL),
+        template_id=_scalar(attrs, c.TEMPLATE_ID),
+        template_version=_scalar(attrs, c.TEMPLATE_VERSION),
+        strategy=_scalar(attrs, c.STRATEGY),
+        experiment_id=_scalar(attrs, c.EXPERIMENT_ID),
+        condition=_scalar(attrs, c.CONDITION),
+        case_id=_scalar(attrs, c.CASE_ID),
+        confidence=_scalar(attrs, c.CONFIDENCE),
+        answer_constraints=_tuple(_array(attrs, c.ANSWER_CONSTRAINTS)),
+        cited_ids=_tuple(_array(attrs, c.CITED_IDS)),
+        unresolved_conflicts=_tuple(_array(attrs, c.UNRESOLVED_CONFLICTS)),
+        prompt_tokens=_scalar(attrs, c.PROMPT_TOKENS),
+        prompt_chars=_scalar(attrs, c.PROMPT_CHARS),
+        evidence_tokens=_scalar(attrs, c.EVIDENCE_TOKENS),
+        latency_ms=_scalar(attrs, c.LATENCY_MS),
+        cost_usd=_scalar(attrs, c.COST_USD),
+        verifier_result=_scalar(attrs, c.VERIFIER_RESULT),
+        chunks=chunks,
+        placements=placements,
+        outcome=decode_outcome(attrs),
+    )
+
+
+def _offset(key: str, i: int, v: int | None, sentinel: int = -1) -> int | None:
+    if v is None or v == sentinel:
+        return None
+    if v < 0:
+        raise InvalidAttributes(f"{key}[{i}] must not be negative, got {v}")
+    return v
+
+
+def _decode_chunks(attrs: Mapping[str, Any]) -> tuple[tuple[Chunk, ...], tuple[Placement, ...]]:
+    ids = _array(attrs, c.CHUNK_IDS)
+    if ids is None:
+        for a in c.CHUNK_ATTRS:
+            if a.name in attrs:
+                raise InvalidAttributes(f"{a.name} is sent without {c.CHUNK_IDS}")
+        return (), ()
+    n = len(ids)
+    cols: dict[str, list[Any]] = {}
+    for a in c.CHUNK_ATTRS[1:]:
+        col = _array(attrs, a.name)
+        if col is None:
+            col = [None] * n
+        elif len(col) != n:
+            raise InvalidAttributes(
+                f"{a.name} has {len(col)} entries but {c.CHUNK_IDS} has {n}: "
+                "the chunk arrays must all have the same length")
+        cols[a.name] = col
+    for i, cid in enumerate(ids):
+        if not cid:
+            raise InvalidAttributes(f"{c.CHUNK_IDS}[{i}] is empty: every chunk needs an id")
+
+    chunks: dict[str, Chunk] = {}
+    raw_placements: list[tuple[int | None, int, str, int | None, int | None, int | None, int | None]] = []
+    for i, cid in enumerate(ids):
+        stage = cols[c.CHUNK_STAGES][i]
+        prompt_index = _offset(c.CHUNK_PROMPT_INDICES, i, cols[c.CHUNK_PROMPT_INDICES][i])
+        ts = _offset(c.CHUNK_TOKEN_STARTS, i, cols[c.CHUNK_TOKEN_STARTS][i])
+        te = _offset(c.CHUNK_TOKEN_ENDS, i, cols[c.CHUNK_TOKEN_ENDS][i])
+        cs = _offset(c.CHUNK_CHAR_STARTS, i, cols[c.CHUNK_CHAR_STARTS][i])
+        ce = _offset(c.CHUNK_CHAR_ENDS, i, cols[c.CHUNK_CHAR_ENDS][i])
+        placed = prompt_index is not None or ts is not None or cs is not None
+        if stage is None:
+            stage = "in_prompt" if placed else "retrieved"
+        if stage not in STAGES:
+            raise InvalidAttributes(
+                f"{c.CHUNK_STAGES}[{i}] is {stage!r}; allowed: {', '.join(STAGES)}")
+        if placed and stage != "in_prompt":
+            raise InvalidAttributes(
+                f"chunk {cid!r} (entry {i}) has a prompt position but stage {stage!r}")
+        for name, start, end in ((c.CHUNK_TOKEN_ENDS, ts, te), (c.CHUNK_CHAR_ENDS, cs, ce)):
+            if (start is None) != (end is None):
+                raise InvalidAttributes(f"entry {i} of chunk {cid!r}: start and end offsets "
+                                        f"must be sent together ({name})")
+            if start is not None and end is not None and end < start:
+                raise InvalidAttributes(f"{name}[{i}] = {end} is before its start {start}")
+        reason = cols[c.CHUNK_DROP_REASONS][i]
+        if reason is not None and reason not in DROP_REASONS:
+            raise InvalidAttributes(
+                f"{c.CHUNK_DROP_REASONS}[{i}] is {reason!r}; allowed: {', '.join(DROP_REASONS)}")
+        if reason is not None and stage != "dropped":
+            raise InvalidAttributes(f"chunk {cid!r} has a drop reason but stage {stage!r}")
+        if stage == "in_prompt":
+            raw_placements.append((prompt_index, i, cid, ts, te, cs, ce))
+        if cid in chunks:
+            if stage != "in_prompt" or chunks[cid].stage != "in_prompt":
+                raise InvalidAttributes(
+                    f"chunk id {cid!r} appears twice in {c.CHUNK_IDS}; an id may repeat only "
+                    "for a second placement of the chunk in the prompt")
+            continue
+        chunks[cid] = Chunk(
+            id=cid, stage=stage, drop_reason=reason,
+            source_id=cols[c.CHUNK_SOURCE_IDS][i],
+            source_position=_offset(c.CHUNK_SOURCE_POSITIONS, i, cols[c.CHUNK_SOURCE_POSITIONS][i]),
+            retrieval_rank=_rank(c.CHUNK_RETRIEVAL_RANKS, i, cols[c.CHUNK_RETRIEVAL_RANKS][i]),
+            retrieval_score=cols[c.CHUNK_RETRIEVAL_SCORES][i],
+            rerank_rank=_rank(c.CHUNK_RERANK_RANKS, i, cols[c.CHUNK_RERANK_RANKS][i]),
+            rerank_score=cols[c.CHUNK_RERANK_SCORES][i],
+            label=cols[c.CHUNK_LABELS][i],
+            authority=cols[c.CHUNK_AUTHORITIES][i],
+            updated=_parse_date(c.CHUNK_UPDATED_DATES, i, cols[c.CHUNK_UPDATED_DATES][i]),
+            decisive=cols[c.CHUNK_DECISIVE][i],
+            cited=cols[c.CHUNK_CITED][i],
+            text=cols[c.CHUNK_TEXTS][i],
+        )
+    return tuple(chunks.values()), _order_placements(raw_placements)
+
+
+def _rank(key: str, i: int, v: int | None) -> int | None:
+    if v is None or v == 0:
+        return None
+    if v < 0:
+        raise InvalidAttributes(f"{key}[{i}] must be a 1-based rank, got {v}")
+    return v
+
+
+def _order_placements(raw: list[tuple[Any, ...]]) -> tuple[Placement, ...]:
+    with_index = [r for r in raw if r[0] is not None]
+    if with_index and len(with_index) != len(raw):
+        raise InvalidAttributes(
+            f"{c.CHUNK_PROMPT_INDICES} is set for some in-prompt entries but not others")
+    if with_index:
+        raw = sorted(raw, key=lambda r: r[0])
+        seen = [r[0] for r in raw]
+        if len(set(seen)) != len(seen):
+            raise InvalidAttributes(f"{c.CHUNK_PROMPT_INDICES} has a repeated index")
+    elif any(r[3] is not None for r in raw):
+        raw = sorted(raw, key=lambda r: (r[3] if r[3] is not None else -1, r[1]))
+    placements = tuple(
+        Placement(chunk_id=r[2], prompt_index=k, token_start=r[3], token_end=r[4],
+                  char_start=r[5], char_end=r[6])
+        for k, r in enumerate(raw))
+    _check_overlap(placements)
+    return placements
+
+
+def _check_overlap(placements: Sequence[Placement]) -> None:
+    for attr, start, end in (("token", "token_start", "token_end"), ("char", "char_start", "char_end")):
+        spans = [(getattr(p, start), getattr(p, end), p) for p in placements
+                 if getattr(p, start) is not None]
+        for (s1, e1, p1), (s2, e2, p2) in zip(spans, spans[1:]):
+            if s2 < e1:
+                raise InvalidAttributes(
+                    f"{attr} offsets overlap: chunk {p1.chunk_id!r} [{s1}, {e1}) and chunk "
+                    f"{p2.chunk_id!r} [{s2}, {e2}) in prompt order")
+
+
+def estimate_tokens(record: RagRecord) -> tuple[RagRecord, bool]:
+    """Fill token offsets from character offsets where only those were sent.
+
+    Scaled by the prompt's reported token count when both its tokens and characters are
+    known, else ``CHARS_PER_TOKEN``. Returns the record and whether anything was estimated.
+    """
+    missing = [p for p in record.placements if p.token_start is None and p.char_start is not None]
+    if not missing:
+        return record, False
+    if record.prompt_tokens and record.prompt_chars:
+        ratio = record.prompt_tokens / record.prompt_chars
+    else:
+        ratio = 1.0 / CHARS_PER_TOKEN
+    placements = tuple(
+        p if p.token_start is not None or p.char_start is None or p.char_end is None
+        else Placement(p.chunk_id, p.prompt_index, int(p.char_start * ratio),
+                       max(int(p.char_start * ratio), int(math.ceil(p.char_end * ratio))),
+                       p.char_start, p.char_end)
+        for p in record.placements)
+    prompt_tokens = record.prompt_tokens
+    if prompt_tokens is None and record.prompt_chars:
+        prompt_tokens = int(math.ceil(record.prompt_chars * ratio))
+    from dataclasses import replace
+
+    return replace(record, placements=placements, prompt_tokens=prompt_tokens), True
+
+
+def _merge_records(records: Sequence[RagRecord]) -> RagRecord:
+    """Later records win each field they set; chunks come whole from the last that has any."""
+    from dataclasses import fields, replace
+
+    merged = records[0]
+    for rec in records[1:]:
+        updates = {f.name: getattr(rec, f.name) for f in fields(rec)
+                   if f.name not in ("chunks", "placements") and getattr(rec, f.name) is not None}
+        if rec.chunks:
+            updates["chunks"] = rec.chunks
+            updates["placements"] = rec.placements
+        merged = replace(merged, **updates)
+    return merged
+
+
+def decode_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
+    """The request a trace records in midtrace's own conventions, or None if it has none.
+
+    Spans are taken in end-time order so a later span's value wins a field both set. Spans
+    whose attributes break the contract should have been refused at receipt; here they raise.
+    """
+    own = sorted((s for s in spans if has_midtrace_attributes(s.attributes)),
+                 key=lambda s: (s.end_ns, s.span_id))
+    if not own:
+        return None
+    record = _merge_records([decode_record(s.attributes) for s in own])
+    record, estimated = estimate_tokens(record)
+    if record.model is None:
+        record = _with_model_fallback(record, spans)
+    service = next((s.service for s in reversed(own) if s.service), None)
+    start = min(s.start_ns for s in spans)
+    return RagRequest(
+        trace_id=own[0].trace_id,
+        time=datetime.fromtimestamp(start / 1e9, tz=UTC),
+        record=record,
+        service=service,
+        convention="midtrace",
+        tokens_estimated=estimated,
+    )
+
+
+def _with_model_fallback(record: RagRecord, spans: Sequence[SpanRecord]) -> RagRecord:
+    from dataclasses import replace
+
+    for s in sorted(spans, key=lambda s: s.end_ns, reverse=True):
+        for key in ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name"):
+            value = s.attributes.get(key)
+            if isinstance(value, str) and value:
+                return replace(record, model=value)
+    return record
