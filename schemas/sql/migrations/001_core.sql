@@ -25,8 +25,8 @@ CREATE TABLE spans (
     scope                    VARCHAR,
     status_code              INTEGER NOT NULL,
     dropped_attributes_count INTEGER NOT NULL,
-    attributes               JSON NOT NULL,
-    resource                 JSON NOT NULL,
+    attributes               VARCHAR NOT NULL,  -- JSON text of the span attributes
+    resource                 VARCHAR NOT NULL,  -- JSON text of the resource attributes
     received_at              TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (trace_id, span_id)
 );

@@ -1,0 +1,22 @@
+"""Spans of one trace -> one RagRequest, whichever conventions the app used.
+
+midtrace's own attributes are read first; conventions other instrumentations send
+(OpenInference, OTel GenAI) are inferred where present. Explicit midtrace attributes win
+over inferred values field by field.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from schemas.decode import decode_trace
+from schemas.model import RagRequest
+from schemas.otlp import SpanRecord
+
+log = logging.getLogger(__name__)
+
+
+def normalize_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
+    """The request a trace records, or None when no span of it describes a RAG request."""
+    return decode_trace(spans)

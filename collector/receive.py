@@ -1,0 +1,183 @@
+"""Turn an OTLP/HTTP or outcomes request body into write jobs, or say what is wrong.
+
+OTLP/HTTP spec (opentelemetry-proto, docs/specification.md, "OTLP/HTTP"): the body is a
+protobuf or JSON ExportTraceServiceRequest, optionally gzip-encoded; an undecodable body is
+answered 400 with a Status; spans that are individually invalid are reported through
+``partial_success`` (rejected count and a message) while the rest are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
+from schemas.model import Outcome
+from schemas.otlp import PayloadError, SpanRecord, parse_json, parse_protobuf, spans_of
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+MAX_MESSAGES = 5
+
+
+class BadInput(Exception):
+    """The request as a whole is refused; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("identity", ""):
+        return body
+    if enc != "gzip":
+        raise BadInput(415, f"Content-Encoding {enc!r} is not supported; send gzip or none")
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(body, max_bytes + 1)
+    except zlib.error as e:
+        raise BadInput(400, f"body is not valid gzip: {e}") from e
+    if len(out) > max_bytes:
+        raise BadInput(413, f"decompressed body is larger than the limit of {max_bytes} bytes")
+    if not d.eof:
+        raise BadInput(400, "gzip body is truncated")
+    return out
+
+
+def parse_traces(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
+    kind = media_type(content_type)
+    try:
+        if kind == PROTOBUF:
+            return parse_protobuf(body)
+        if kind == JSON:
+            return parse_json(body)
+    except PayloadError as e:
+        raise BadInput(400, str(e)) from e
+    raise BadInput(415, f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}")
+
+
+@dataclass
+class SpanCheck:
+    accepted: list[SpanRecord] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        if not self.rejected:
+            return ""
+        shown = "; ".join(self.rejected[:MAX_MESSAGES])
+        more = len(self.rejected) - MAX_MESSAGES
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def check_spans(request: ExportTraceServiceRequest) -> SpanCheck:
+    """Split a request's spans into the readable ones and messages for the rejected ones."""
+    check = SpanCheck()
+    for span, error in spans_of(request):
+        if span is None:
+            check.rejected.append(error or "unreadable span")
+            continue
+        if has_midtrace_attributes(span.attributes):
+            try:
+                decode_record(span.attributes)
+            except InvalidAttributes as e:
+                check.rejected.append(f"span {span.span_id} of trace {span.trace_id}: {e}")
+                continue
+        check.accepted.append(span)
+    return check
+
+
+# --- outcomes --------------------------------------------------------------------------------
+
+_TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
+_OUTCOME_FIELDS = {
+    "trace_id": str, "time": str, "correct": bool, "score": float, "decisive_chunk_ids": list,
+    "required_constraints": list, "recalled_constraints": list, "reviewer": str, "note": str,
+}
+
+
+@dataclass
+class OutcomeCheck:
+    accepted: list[Outcome] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+def parse_outcomes(body: bytes) -> OutcomeCheck:
+    """Read a ``{"outcomes": [...]}`` body; each bad item is refused with its index and reason."""
+    try:
+        obj = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(400, f"body is not JSON: {e}") from e
+    if not isinstance(obj, dict) or not isinstance(obj.get("outcomes"), list):
+        raise BadInput(400, 'body must be a JSON object {"outcomes": [...]}')
+    extra = sorted(set(obj) - {"outcomes"})
+    if extra:
+        raise BadInput(400, f"unknown top-level field(s): {', '.join(extra)}")
+    check = OutcomeCheck()
+    for i, item in enumerate(obj["outcomes"]):
+        try:
+            check.accepted.append(outcome_from_json(item))
+        except ValueError as e:
+            check.errors.append({"index": i, "error": str(e)})
+    return check
+
+
+def outcome_from_json(item: Any) -> Outcome:
+    if not isinstance(item, dict):
+        raise ValueError("an outcome must be a JSON object")
+    unknown = sorted(set(item) - set(_OUTCOME_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(_OUTCOME_FIELDS)}")
+    trace_id = item.get("trace_id")
+    if not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id) or set(trace_id) == {"0"}:
+        raise ValueError(f"trace_id must be 32 hex characters, not all zero; got {trace_id!r}")
+    for key, kind in _OUTCOME_FIELDS.items():
+        value = item.get(key)
+        if value is None:
+            continue
+        if kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise ValueError(f"{key} must be {_kind_name(kind)}, got {type(value).__name__}")
+        if kind is list and not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{key} must be a list of strings")
+    time = None
+    if item.get("time") is not None:
+        try:
+            time = datetime.fromisoformat(item["time"].replace("Z", "+00:00"))
+        except ValueError as e:
+            raise ValueError(f"time must be RFC 3339, got {item['time']!r}") from e
+        time = time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
+
+    def strings(key: str) -> tuple[str, ...] | None:
+        value = item.get(key)
+        return None if value is None else tuple(value)
+
+    score = item.get("score")
+    return Outcome(
+        trace_id=trace_id.lower(), time=time, correct=item.get("correct"),
+        score=None if score is None else float(score),
+        decisive_chunk_ids=strings("decisive_chunk_ids"),
+        required_constraints=strings("required_constraints"),
+        recalled_constraints=strings("recalled_constraints"),
+        reviewer=item.get("reviewer"), note=item.get("note"),
+    )
+
+
+def _kind_name(kind: type) -> str:
+    return {str: "a string", bool: "true or false", float: "a number", list: "a list"}[kind]

@@ -1,0 +1,176 @@
+"""RagRequest -> the Arrow tables the store appends (requests, chunks, placements, texts)."""
+
+from __future__ import annotations
+
+import json
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from schemas.chunk_hash import content_hash
+from schemas.model import Outcome, RagRequest
+from schemas.otlp import SpanRecord
+
+REQUESTS = pa.schema([
+    ("request_id", pa.int64()), ("trace_id", pa.string()), ("time", pa.timestamp("us", tz="UTC")),
+    ("service", pa.string()), ("model", pa.string()), ("template_id", pa.string()),
+    ("template_version", pa.string()), ("strategy", pa.string()), ("experiment_id", pa.string()),
+    ("condition", pa.string()), ("case_id", pa.string()), ("question", pa.string()),
+    ("answer", pa.string()), ("confidence", pa.float64()),
+    ("answer_constraints", pa.list_(pa.string())), ("cited_ids", pa.list_(pa.string())),
+    ("unresolved_conflicts", pa.list_(pa.string())), ("prompt_tokens", pa.int32()),
+    ("prompt_chars", pa.int32()), ("evidence_tokens", pa.int32()),
+    ("tokens_estimated", pa.bool_()), ("latency_ms", pa.float64()), ("cost_usd", pa.float64()),
+    ("verifier_result", pa.string()), ("convention", pa.string()),
+    ("warnings", pa.list_(pa.string())),
+])
+CHUNKS = pa.schema([
+    ("request_id", pa.int64()), ("chunk_id", pa.string()), ("ordinal", pa.int32()),
+    ("stage", pa.string()), ("drop_reason", pa.string()), ("source_id", pa.string()),
+    ("source_position", pa.int32()), ("retrieval_rank", pa.int32()),
+    ("retrieval_score", pa.float64()), ("rerank_rank", pa.int32()), ("rerank_score", pa.float64()),
+    ("label", pa.string()), ("authority", pa.string()), ("updated", pa.date32()),
+    ("decisive", pa.bool_()), ("cited", pa.bool_()), ("text_hash", pa.string()),
+    ("text_chars", pa.int32()),
+])
+PLACEMENTS = pa.schema([
+    ("request_id", pa.int64()), ("chunk_id", pa.string()), ("prompt_index", pa.int32()),
+    ("token_start", pa.int32()), ("token_end", pa.int32()), ("char_start", pa.int32()),
+    ("char_end", pa.int32()),
+])
+TEXTS = pa.schema([("text_hash", pa.string()), ("text", pa.string())])
+OUTCOMES = pa.schema([
+    ("outcome_id", pa.int64()), ("trace_id", pa.string()), ("origin", pa.string()),
+    ("time", pa.timestamp("us", tz="UTC")), ("received_at", pa.timestamp("us", tz="UTC")),
+    ("correct", pa.bool_()), ("score", pa.float64()),
+    ("decisive_chunk_ids", pa.list_(pa.string())), ("required_constraints", pa.list_(pa.string())),
+    ("recalled_constraints", pa.list_(pa.string())), ("reviewer", pa.string()), ("note", pa.string()),
+])
+SPANS = pa.schema([
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
+    ("name", pa.string()), ("kind", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("service", pa.string()), ("scope", pa.string()), ("status_code", pa.int32()),
+    ("dropped_attributes_count", pa.int32()), ("attributes", pa.string()), ("resource", pa.string()),
+    ("received_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes_base64": base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"cannot store {type(value).__name__} in span attributes")
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class Rows:
+    """Columns accumulated for one write, as plain lists keyed by schema field."""
+
+    requests: dict[str, list[Any]] = field(default_factory=lambda: _empty(REQUESTS))
+    chunks: dict[str, list[Any]] = field(default_factory=lambda: _empty(CHUNKS))
+    placements: dict[str, list[Any]] = field(default_factory=lambda: _empty(PLACEMENTS))
+    texts: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, list[Any]] = field(default_factory=lambda: _empty(OUTCOMES))
+
+    def add_request(self, request_id: int, req: RagRequest, keep_text: bool = True) -> None:
+        r = req.record
+        values = dict(
+            request_id=request_id, trace_id=req.trace_id, time=req.time, service=req.service,
+            model=r.model, template_id=r.template_id, template_version=r.template_version,
+            strategy=r.strategy, experiment_id=r.experiment_id, condition=r.condition,
+            case_id=r.case_id, question=r.question if keep_text else None,
+            answer=r.answer if keep_text else None, confidence=r.confidence,
+            answer_constraints=_list(r.answer_constraints), cited_ids=_list(r.cited_ids),
+            unresolved_conflicts=_list(r.unresolved_conflicts), prompt_tokens=r.prompt_tokens,
+            prompt_chars=r.prompt_chars, evidence_tokens=r.evidence_tokens,
+            tokens_estimated=req.tokens_estimated, latency_ms=r.latency_ms, cost_usd=r.cost_usd,
+            verifier_result=r.verifier_result, convention=req.convention,
+            warnings=list(req.warnings) or None,
+        )
+        _append(self.requests, values)
+        for ordinal, ch in enumerate(r.chunks):
+            text_hash = content_hash(ch.text) if ch.text else None
+            if text_hash is not None and keep_text:
+                self.texts.setdefault(text_hash, ch.text)  # type: ignore[arg-type]
+            _append(self.chunks, dict(
+                request_id=request_id, chunk_id=ch.id, ordinal=ordinal, stage=ch.stage,
+                drop_reason=ch.drop_reason, source_id=ch.source_id,
+                source_position=ch.source_position, retrieval_rank=ch.retrieval_rank,
+                retrieval_score=ch.retrieval_score, rerank_rank=ch.rerank_rank,
+                rerank_score=ch.rerank_score, label=ch.label, authority=ch.authority,
+                updated=ch.updated, decisive=ch.decisive, cited=ch.cited, text_hash=text_hash,
+                text_chars=len(ch.text) if ch.text else None,
+            ))
+        for p in r.placements:
+            _append(self.placements, dict(
+                request_id=request_id, chunk_id=p.chunk_id, prompt_index=p.prompt_index,
+                token_start=p.token_start, token_end=p.token_end, char_start=p.char_start,
+                char_end=p.char_end,
+            ))
+
+    def add_outcome(self, outcome_id: int, trace_id: str, origin: str, o: Outcome,
+                    received_at: datetime) -> None:
+        _append(self.outcomes, dict(
+            outcome_id=outcome_id, trace_id=trace_id, origin=origin, time=o.time,
+            received_at=received_at, correct=o.correct, score=o.score,
+            decisive_chunk_ids=_list(o.decisive_chunk_ids),
+            required_constraints=_list(o.required_constraints),
+            recalled_constraints=_list(o.recalled_constraints), reviewer=o.reviewer, note=o.note,
+        ))
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            "requests": pa.table(self.requests, schema=REQUESTS),
+            "chunks": pa.table(self.chunks, schema=CHUNKS),
+            "placements": pa.table(self.placements, schema=PLACEMENTS),
+            "chunk_texts": pa.table({"text_hash": list(self.texts), "text": list(self.texts.values())},
+                                    schema=TEXTS),
+            "outcomes": pa.table(self.outcomes, schema=OUTCOMES),
+        }
+
+
+def span_table(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Table:
+    return pa.table({
+        "trace_id": [s.trace_id for s in spans], "span_id": [s.span_id for s in spans],
+        "parent_span_id": [s.parent_span_id for s in spans], "name": [s.name for s in spans],
+        "kind": [s.kind for s in spans], "start_ns": [s.start_ns for s in spans],
+        "end_ns": [s.end_ns for s in spans], "service": [s.service for s in spans],
+        "scope": [s.scope for s in spans], "status_code": [s.status_code for s in spans],
+        "dropped_attributes_count": [s.dropped_attributes_count for s in spans],
+        "attributes": [dumps(s.attributes) for s in spans],
+        "resource": [dumps(s.resource) for s in spans],
+        "received_at": [received_at] * len(spans),
+    }, schema=SPANS)
+
+
+def span_from_row(row: tuple[Any, ...]) -> SpanRecord:
+    (trace_id, span_id, parent, name, kind, start_ns, end_ns, _service, scope, status,
+     dropped, attributes, resource) = row
+    return SpanRecord(trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
+                      kind=kind, start_ns=start_ns, end_ns=end_ns,
+                      attributes=json.loads(attributes), resource=json.loads(resource),
+                      scope=scope, status_code=status, dropped_attributes_count=dropped)
+
+
+def _empty(schema: pa.Schema) -> dict[str, list[Any]]:
+    return {name: [] for name in schema.names}
+
+
+def _append(columns: dict[str, list[Any]], values: dict[str, Any]) -> None:
+    for key, column in columns.items():
+        column.append(values[key])
+
+
+def _list(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

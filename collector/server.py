@@ -1,0 +1,174 @@
+"""The collector's HTTP face: OTLP/HTTP traces, outcomes, health.
+
+Status codes follow the OTLP/HTTP spec: 200 with an ExportTraceServiceResponse (carrying
+``partial_success`` when some spans were refused) once the accepted spans are committed;
+400 with a google.rpc.Status for a body that cannot be decoded; 413/415 for size and media
+type; 503 with ``Retry-After`` when the writer's queue is full ("the client SHOULD retry
+... 429, 502, 503, 504", honouring Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from collector.receive import (
+    JSON, PROTOBUF, BadInput, check_spans, decompress, media_type, parse_outcomes, parse_traces)
+from collector.store import Store, WriteJob
+from collector.writer import QueueFull, Writer
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = "1"
+INVALID_ARGUMENT = 3  # google.rpc.Code
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    db: str
+    host: str = "127.0.0.1"
+    http_port: int = 4318
+    max_body_bytes: int = 64 * 1024 * 1024
+    queue_size: int = 256
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BadInput(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadInput(413, f"body is larger than the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _otlp_response(kind: str, message: Any, status: int = 200,
+                   headers: dict[str, str] | None = None) -> Response:
+    if kind == JSON:
+        body = json_format.MessageToJson(message, indent=None)
+        return Response(body, status_code=status, media_type=JSON, headers=headers)
+    return Response(message.SerializeToString(), status_code=status, media_type=PROTOBUF,
+                    headers=headers)
+
+
+def _status(kind: str, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _otlp_response(kind, status_pb2.Status(code=INVALID_ARGUMENT, message=message), code,
+                          headers)
+
+
+def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
+    async def traces(request: Request) -> Response:
+        kind = media_type(request.headers.get("content-type"))
+        answer_kind = JSON if kind == JSON else PROTOBUF
+        try:
+            raw = await _read_body(request, settings.max_body_bytes)
+            body = decompress(raw, request.headers.get("content-encoding"), settings.max_body_bytes)
+            export = parse_traces(body, request.headers.get("content-type"))
+        except BadInput as e:
+            log.info("refused export: %s", e.message)
+            return _status(answer_kind, e.status, e.message)
+        check = check_spans(export)
+        if check.accepted:
+            try:
+                fut = writer.submit(WriteJob(spans=check.accepted))
+            except QueueFull as e:
+                return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
+            try:
+                await asyncio.wrap_future(fut)
+            except Exception as e:
+                log.error("export not stored: %s", e)
+                return _status(answer_kind, 500, f"spans not stored: {e}")
+        response = ExportTraceServiceResponse()
+        if check.rejected:
+            response.partial_success.rejected_spans = len(check.rejected)
+            response.partial_success.error_message = check.message
+        return _otlp_response(answer_kind, response)
+
+    async def outcomes(request: Request) -> Response:
+        try:
+            raw = await _read_body(request, settings.max_body_bytes)
+            body = decompress(raw, request.headers.get("content-encoding"), settings.max_body_bytes)
+            if media_type(request.headers.get("content-type")) not in (JSON, ""):
+                raise BadInput(415, f"Content-Type must be {JSON}")
+            check = parse_outcomes(body)
+        except BadInput as e:
+            return JSONResponse({"error": e.message}, status_code=e.status)
+        if check.accepted:
+            try:
+                fut = writer.submit(WriteJob(outcomes=check.accepted))
+            except QueueFull as e:
+                return JSONResponse({"error": str(e)}, status_code=503,
+                                    headers={"Retry-After": RETRY_AFTER_SECONDS})
+            await asyncio.wrap_future(fut)
+        status = 400 if check.errors and not check.accepted else 200
+        return JSONResponse({"accepted": len(check.accepted), "rejected": len(check.errors),
+                             "errors": check.errors}, status_code=status)
+
+    async def healthz(request: Request) -> Response:
+        c = writer.counters
+        return JSONResponse({
+            "status": "ready", "queue_depth": writer.depth, "queue_capacity": writer.capacity,
+            "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
+            "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
+        })
+
+    routes = [
+        Route("/v1/traces", traces, methods=["POST"]),
+        Route("/v1/outcomes", outcomes, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.writer = writer
+    app.state.settings = settings
+    return app
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def base_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def run(settings: CollectorSettings) -> None:
+    """Serve until SIGINT/SIGTERM, then commit what is queued and close the database."""
+    import uvicorn
+
+    store = Store.open(settings.db)
+    writer = Writer(store, max_queue=settings.queue_size).start()
+    try:
+        sock = bind(settings.host, settings.http_port)
+        app = create_app(writer, settings)
+        url = base_url(sock)
+        print(f"midtrace collector listening on {url} (OTLP/HTTP {url}/v1/traces, "
+              f"outcomes {url}/v1/outcomes) db={settings.db}", flush=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        writer.close()
+        print("midtrace collector stopped", file=sys.stderr, flush=True)

@@ -1,0 +1,220 @@
+"""The DuckDB store: migrations, views, and the one write path (spans -> derived rows).
+
+Every write is one transaction: the received spans are kept as they came (so a newer
+normalizer can rebuild the derived rows), then each touched trace is normalized again
+from *all* of its stored spans, its derived rows replaced. That is what makes split
+traces, any arrival order and retried exports come out the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from collector.normalize import normalize_trace
+from collector.rows import Rows, span_from_row, span_table
+from schemas import sqlfiles
+from schemas.model import Outcome, RagRequest
+from schemas.otlp import SpanRecord
+
+log = logging.getLogger(__name__)
+
+
+class StoreError(Exception):
+    """The database cannot be used; the message says why and what to do."""
+
+
+class DatabaseBusy(StoreError):
+    """Another process (a running collector) holds the database file."""
+
+
+@dataclass
+class WriteJob:
+    """What one export (or one outcomes post, or one ingested line) asks to store."""
+
+    spans: Sequence[SpanRecord] = ()
+    outcomes: Sequence[Outcome] = ()
+
+
+@dataclass
+class WriteStats:
+    spans: int = 0
+    traces: int = 0
+    requests: int = 0
+    outcomes: int = 0
+    normalize_errors: list[str] = field(default_factory=list)
+
+
+_LOCK_PID = re.compile(r"PID (\d+)")
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file, turning a held lock into a plain-spoken DatabaseBusy."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as e:
+        message = str(e)
+        if "lock" in message.lower():
+            pid = _LOCK_PID.search(message)
+            holder = f" (pid {pid[1]})" if pid else ""
+            raise DatabaseBusy(
+                f"{path} is held by another process{holder}, most likely a running midtrace "
+                "collector; stop it, or read through it with --url") from e
+        raise StoreError(f"cannot open {path}: {message}") from e
+    except duckdb.Error as e:
+        raise StoreError(f"cannot open {path}: {e}") from e
+
+
+def migrate(conn: duckdb.DuckDBPyConnection) -> list[int]:
+    """Apply the numbered migrations not yet recorded, then (re)create the views."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                 "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
+    done = {v for (v,) in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+    applied = []
+    for m in sqlfiles.migrations():
+        if m.version in done:
+            continue
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(m.sql)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                         [m.version, m.name, datetime.now(UTC)])
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(m.version)
+    for v in sqlfiles.views():
+        conn.execute(v.sql)
+    return applied
+
+
+class Store:
+    """The one writer of a midtrace database."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, keep_text: bool = True) -> None:
+        self.conn = conn
+        self.keep_text = keep_text
+        migrate(conn)
+        self._next_request_id = self._max("requests", "request_id") + 1
+        self._next_outcome_id = self._max("outcomes", "outcome_id") + 1
+
+    @classmethod
+    def open(cls, path: str | Path, keep_text: bool = True) -> Store:
+        return cls(connect(path), keep_text=keep_text)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _max(self, table: str, column: str) -> int:
+        ((value,),) = self.conn.execute(f"SELECT coalesce(max({column}), 0) FROM {table}").fetchall()
+        return int(value)
+
+    def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
+        """Store the jobs in one transaction (all or nothing)."""
+        jobs = list(jobs)
+        received_at = datetime.now(UTC)
+        new_spans: dict[tuple[str, str], SpanRecord] = {}
+        api_outcomes: list[Outcome] = []
+        for job in jobs:
+            for s in job.spans:
+                new_spans[(s.trace_id, s.span_id)] = s
+            api_outcomes.extend(job.outcomes)
+        stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
+        conn = self.conn
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            by_trace = self._stored_spans({t for t, _ in new_spans})
+            for (trace_id, span_id), span in new_spans.items():
+                by_trace.setdefault(trace_id, {})[span_id] = span
+            if new_spans:
+                conn.register("_new_spans", span_table(list(new_spans.values()), received_at))
+                conn.execute(sqlfiles.query("insert_spans"))
+                conn.unregister("_new_spans")
+            stats.traces = len(by_trace)
+            rows = Rows()
+            self._derive(by_trace, rows, received_at, stats)
+            for o in api_outcomes:
+                assert o.trace_id is not None
+                rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
+            self._append(rows)
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+        return stats
+
+    def _stored_spans(self, trace_ids: set[str]) -> dict[str, dict[str, SpanRecord]]:
+        if not trace_ids:
+            return {}
+        self.conn.register("_trace_ids", pa.table({"trace_id": sorted(trace_ids)}))
+        rows = self.conn.execute(sqlfiles.query("spans_of_traces")).fetchall()
+        self.conn.unregister("_trace_ids")
+        out: dict[str, dict[str, SpanRecord]] = {}
+        for row in rows:
+            span = span_from_row(row)
+            out.setdefault(span.trace_id, {})[span.span_id] = span
+        return out
+
+    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], rows: Rows,
+                received_at: datetime, stats: WriteStats) -> None:
+        if not by_trace:
+            return
+        conn = self.conn
+        conn.register("_trace_ids", pa.table({"trace_id": sorted(by_trace)}))
+        existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
+        conn.execute(sqlfiles.query("delete_derived"))
+        conn.unregister("_trace_ids")
+        for trace_id, spans in by_trace.items():
+            ordered = sorted(spans.values(), key=lambda s: (s.start_ns, s.span_id))
+            try:
+                request = normalize_trace(ordered)
+            except Exception as e:  # a bad trace is logged and skipped, never stops the writer
+                log.warning("trace %s not normalized: %s", trace_id, e)
+                stats.normalize_errors.append(f"trace {trace_id}: {e}")
+                continue
+            if request is None:
+                continue
+            request_id = existing.get(trace_id)
+            if request_id is None:
+                request_id = self._next_request_id
+                self._next_request_id += 1
+            rows.add_request(request_id, request, keep_text=self.keep_text)
+            stats.requests += 1
+            self._span_outcome(request, rows, received_at)
+
+    def _span_outcome(self, request: RagRequest, rows: Rows, received_at: datetime) -> None:
+        if request.record.outcome is not None:
+            rows.add_outcome(self._take_outcome_id(), request.trace_id, "span",
+                             request.record.outcome, received_at)
+
+    def _take_outcome_id(self) -> int:
+        oid = self._next_outcome_id
+        self._next_outcome_id += 1
+        return oid
+
+    def _append(self, rows: Rows) -> None:
+        for table, data in rows.tables().items():
+            if data.num_rows == 0:
+                continue
+            self.conn.register("_rows", data)
+            if table == "chunk_texts":
+                self.conn.execute("INSERT OR IGNORE INTO chunk_texts SELECT * FROM _rows")
+            else:
+                self.conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
+            self.conn.unregister("_rows")
+
+    def counts(self) -> dict[str, int]:
+        out = {}
+        for table in ("spans", "requests", "chunks", "placements", "outcomes", "chunk_texts"):
+            ((n,),) = self.conn.execute(f"SELECT count(*) FROM {table}").fetchall()
+            out[table] = int(n)
+        return out
+

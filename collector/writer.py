@@ -1,0 +1,146 @@
+"""The one writer: a bounded queue, group commit, and an answer only after commit.
+
+Each submitted job gets a Future that completes once its rows are committed, so the HTTP
+layer answers 200 only for data that is on disk (DuckDB syncs its WAL on commit). When the
+queue is full, ``submit`` raises QueueFull at once and the caller asks the client to retry.
+A job that fails is retried alone so one bad job never fails the ones committed with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from collector.store import Store, WriteJob, WriteStats
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The writer's queue is full: retry shortly."""
+
+
+@dataclass
+class WriterCounters:
+    jobs: int = 0
+    spans: int = 0
+    requests: int = 0
+    commits: int = 0
+    failed_jobs: int = 0
+    normalize_errors: int = 0
+    last_error: str | None = None
+
+
+_STOP = object()
+
+
+class Writer:
+    def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000) -> None:
+        self.store = store
+        self.max_batch_spans = max_batch_spans
+        self.counters = WriterCounters()
+        self._queue: queue.Queue[tuple[WriteJob, Future[WriteStats]] | object] = queue.Queue(max_queue)
+        self._thread = threading.Thread(target=self._run, name="midtrace-writer", daemon=True)
+        self._closed = False
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    @property
+    def depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def capacity(self) -> int:
+        return self._queue.maxsize
+
+    def submit(self, job: WriteJob) -> Future[WriteStats]:
+        if self._closed:
+            raise RuntimeError("writer is closed")
+        fut: Future[WriteStats] = Future()
+        try:
+            self._queue.put_nowait((job, fut))
+        except queue.Full:
+            raise QueueFull(f"writer queue is full ({self._queue.maxsize} batches)") from None
+        return fut
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything submitted so far is committed."""
+        self.submit_blocking(WriteJob()).result(timeout)
+
+    def submit_blocking(self, job: WriteJob) -> Future[WriteStats]:
+        fut: Future[WriteStats] = Future()
+        self._queue.put((job, fut))
+        return fut
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what is queued, then stop the thread and close the database."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        self.store.close()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            batch = [item]
+            n_spans = len(item[0].spans)  # type: ignore[index]
+            stop = False
+            while n_spans < self.max_batch_spans:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                batch.append(nxt)
+                n_spans += len(nxt[0].spans)  # type: ignore[index]
+            self._commit(batch)  # type: ignore[arg-type]
+            if stop:
+                return
+
+    def _commit(self, batch: list[tuple[WriteJob, Future[WriteStats]]]) -> None:
+        started = time.perf_counter()
+        try:
+            stats = self.store.write(job for job, _ in batch)
+        except Exception as e:
+            log.warning("group commit of %d jobs failed (%s); retrying them one by one", len(batch), e)
+            for job, fut in batch:
+                self._commit_one(job, fut)
+            return
+        self._count(stats, len(batch))
+        for _, fut in batch:
+            fut.set_result(stats)
+        log.debug("committed %d jobs, %d spans in %.1f ms", len(batch), stats.spans,
+                  (time.perf_counter() - started) * 1000)
+
+    def _commit_one(self, job: WriteJob, fut: Future[WriteStats]) -> None:
+        try:
+            stats = self.store.write([job])
+        except Exception as e:
+            self.counters.failed_jobs += 1
+            self.counters.last_error = str(e)
+            trace_ids = sorted({s.trace_id for s in job.spans})[:5]
+            log.error("write failed for traces %s: %s", ", ".join(trace_ids) or "-", e)
+            fut.set_exception(e)
+            return
+        self._count(stats, 1)
+        fut.set_result(stats)
+
+    def _count(self, stats: WriteStats, jobs: int) -> None:
+        c = self.counters
+        c.jobs += jobs
+        c.spans += stats.spans
+        c.requests += stats.requests
+        c.commits += 1
+        c.normalize_errors += len(stats.normalize_errors)

@@ -1,0 +1,3 @@
+from midtrace.cli import main
+
+main()

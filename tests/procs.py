@@ -1,0 +1,69 @@
+"""Start midtrace's real processes for tests: the collector on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+URL_LINE = re.compile(r"listening on (http://\S+)")
+MIDTRACE = [sys.executable, "-m", "midtrace"]
+
+
+@dataclass
+class Proc:
+    process: subprocess.Popen[str]
+    url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(f"process did not stop on {sig!r}:\n{self.log()}") from None
+        return self.process.returncode
+
+
+def start(args: list[str], log_path: Path, ready: re.Pattern[str] = URL_LINE,
+          timeout: float = 30, env: dict[str, str] | None = None) -> Proc:
+    """Run ``python -m midtrace ARGS`` and wait for the line that says it is ready."""
+    log = open(log_path, "w")
+    full_env = {**os.environ, **(env or {})}
+    process = subprocess.Popen(MIDTRACE + args, stdout=subprocess.PIPE, stderr=log, text=True,
+                               env=full_env, start_new_session=True)
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            if process.poll() is not None:
+                break
+            continue
+        lines.append(line)
+        match = ready.search(line)
+        if match:
+            return Proc(process, match.group(1), log_path)
+    process.kill()
+    raise AssertionError(f"midtrace {' '.join(args)} did not become ready:\n{''.join(lines)}\n"
+                         f"{log_path.read_text(errors='replace')}")
+
+
+def start_collector(db: Path, log_path: Path, *extra: str) -> Proc:
+    proc = start(["collector", "--db", str(db), "--http-port", "0", *extra], log_path)
+    assert httpx.get(proc.url + "/healthz", timeout=5).json()["status"] == "ready"
+    return proc
