@@ -56,15 +56,10 @@ def jobs_of_file(path: Path, report: IngestReport) -> Iterator[WriteJob]:
         report.outcomes += len(check.accepted)
         yield WriteJob(outcomes=check.accepted)
         return
-    lines = iter_json_lines(text)
-    while True:
-        try:
-            number, export = next(lines)
-        except StopIteration:
-            return
-        except PayloadError as e:
-            report.refused.append(f"{path}: {e}")
-            return
+    for number, export in iter_json_lines(text):
+        if isinstance(export, PayloadError):
+            report.refused.append(f"{path}: {export}")
+            continue
         check = check_spans(export)
         report.refused += [f"{path}:{number}: {msg}" for msg in check.rejected]
         report.spans += len(check.accepted)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import base64
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
 import pyarrow as pa
 
 from schemas.chunk_hash import content_hash

@@ -131,7 +131,10 @@ class Store:
         conn = self.conn
         conn.execute("BEGIN TRANSACTION")
         try:
-            by_trace = self._stored_spans({t for t, _ in new_spans})
+            trace_ids = sorted({t for t, _ in new_spans})
+            if trace_ids:
+                conn.register("_trace_ids", pa.table({"trace_id": trace_ids}))
+            by_trace = self._stored_spans() if trace_ids else {}
             for (trace_id, span_id), span in new_spans.items():
                 by_trace.setdefault(trace_id, {})[span_id] = span
             if new_spans:
@@ -140,7 +143,9 @@ class Store:
                 conn.unregister("_new_spans")
             stats.traces = len(by_trace)
             rows = Rows()
-            self._derive(by_trace, rows, received_at, stats)
+            if trace_ids:
+                self._derive(by_trace, rows, received_at, stats)
+                conn.unregister("_trace_ids")
             for o in api_outcomes:
                 assert o.trace_id is not None
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
@@ -151,27 +156,21 @@ class Store:
             raise
         return stats
 
-    def _stored_spans(self, trace_ids: set[str]) -> dict[str, dict[str, SpanRecord]]:
-        if not trace_ids:
-            return {}
-        self.conn.register("_trace_ids", pa.table({"trace_id": sorted(trace_ids)}))
-        rows = self.conn.execute(sqlfiles.query("spans_of_traces")).fetchall()
-        self.conn.unregister("_trace_ids")
+    def _stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
+        """Spans already stored for the traces in ``_trace_ids``."""
         out: dict[str, dict[str, SpanRecord]] = {}
-        for row in rows:
+        for row in self.conn.execute(sqlfiles.query("spans_of_traces")).fetchall():
             span = span_from_row(row)
             out.setdefault(span.trace_id, {})[span.span_id] = span
         return out
 
     def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], rows: Rows,
                 received_at: datetime, stats: WriteStats) -> None:
-        if not by_trace:
-            return
+        """Normalize each trace in ``_trace_ids`` again and replace its derived rows."""
         conn = self.conn
-        conn.register("_trace_ids", pa.table({"trace_id": sorted(by_trace)}))
         existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
-        conn.execute(sqlfiles.query("delete_derived"))
-        conn.unregister("_trace_ids")
+        if existing:  # a trace with no request row yet has no derived rows to replace
+            conn.execute(sqlfiles.query("delete_derived"))
         for trace_id, spans in by_trace.items():
             ordered = sorted(spans.values(), key=lambda s: (s.start_ns, s.span_id))
             try:

@@ -117,10 +117,11 @@ def parse_json(body: bytes | str) -> ExportTraceServiceRequest:
     return parse_json_obj(obj)
 
 
-def iter_json_lines(text: str) -> Iterator[tuple[int, ExportTraceServiceRequest]]:
+def iter_json_lines(text: str) -> Iterator[tuple[int, ExportTraceServiceRequest | PayloadError]]:
     """Requests in an OTLP JSON file: one per line (file exporter) or one per file.
 
-    Yields ``(line_number, request)``; raises PayloadError naming the line on a bad one.
+    Yields ``(line_number, request)``, or ``(line_number, PayloadError)`` for a line that
+    cannot be read, so one bad line does not cost the lines around it.
     """
     stripped = text.strip()
     if not stripped:
@@ -130,7 +131,10 @@ def iter_json_lines(text: str) -> Iterator[tuple[int, ExportTraceServiceRequest]
     except json.JSONDecodeError:
         whole = None
     if whole is not None:
-        yield 1, parse_json_obj(whole)
+        try:
+            yield 1, parse_json_obj(whole)
+        except PayloadError as e:
+            yield 1, e
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -138,7 +142,7 @@ def iter_json_lines(text: str) -> Iterator[tuple[int, ExportTraceServiceRequest]
         try:
             yield number, parse_json(line)
         except PayloadError as e:
-            raise PayloadError(f"line {number}: {e}") from e
+            yield number, PayloadError(f"line {number}: {e}")
 
 
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[tuple[SpanRecord | None, str | None]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 _MIGRATION = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
@@ -35,6 +36,7 @@ def views() -> list[SqlFile]:
     return _folder("views")
 
 
+@lru_cache(maxsize=None)
 def query(name: str) -> str:
     """A named query from schemas/sql/queries/."""
     return resources.files("schemas").joinpath("sql", "queries", f"{name}.sql").read_text(encoding="utf-8")

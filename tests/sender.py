@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from schemas.encode import outcome_attributes, record_request
 from schemas.model import Outcome, RagRecord
@@ -16,7 +16,7 @@ from schemas.model import Outcome, RagRecord
 
 @dataclass
 class Sender:
-    """A TracerProvider exporting each span as it ends to ``url`` over OTLP/HTTP (protobuf)."""
+    """A TracerProvider exporting to ``url`` over OTLP/HTTP (protobuf), one batch per trace."""
 
     url: str
     service: str = "support-bot"
@@ -24,7 +24,7 @@ class Sender:
     def __post_init__(self) -> None:
         self.provider = TracerProvider(resource=Resource.create({"service.name": self.service}))
         self.exporter = OTLPSpanExporter(endpoint=self.url + "/v1/traces", timeout=10)
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("midtrace.tests")
 
     def send(self, record: RagRecord, start_ns: int | None = None) -> str:
@@ -34,7 +34,10 @@ class Sender:
                 pass
             with self.tracer.start_as_current_span("llm.chat", start_time=start_ns) as llm:
                 record_request(llm, record)
-            return format(root.get_span_context().trace_id, "032x")
+            trace_id = format(root.get_span_context().trace_id, "032x")
+        if not self.provider.force_flush(10_000):
+            raise RuntimeError(f"export of trace {trace_id} did not finish")
+        return trace_id
 
     def send_many(self, records: Sequence[RagRecord]) -> list[str]:
         return [self.send(r) for r in records]
@@ -42,7 +45,9 @@ class Sender:
     def send_outcome_span(self, outcome: Outcome) -> str:
         with self.tracer.start_as_current_span("grade") as span:
             span.set_attributes(outcome_attributes(outcome))
-            return format(span.get_span_context().trace_id, "032x")
+            trace_id = format(span.get_span_context().trace_id, "032x")
+        self.provider.force_flush(10_000)
+        return trace_id
 
     def close(self) -> None:
         self.provider.shutdown()

@@ -1,0 +1,345 @@
+"""The collector end to end: a real process, the real OTLP exporter, rows read from the file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import subprocess
+import sys
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from schemas import otlp
+from schemas.encode import record_request
+from schemas.model import Chunk, Outcome, Placement, RagRecord
+from tests.procs import Proc
+from tests.sender import Sender
+
+FULL = RagRecord(
+    question="What is the refund window for annual plans?",
+    answer="Annual plans can be refunded within 30 days [warranty-2].",
+    model="gpt-4.1-mini", template_id="support", template_version="v2", strategy="score_order",
+    experiment_id="exp-1", condition="rank_2", case_id="refund-window", confidence=0.9,
+    answer_constraints=("annual plans",), cited_ids=("warranty-2",),
+    unresolved_conflicts=("30 vs 14 days",), prompt_tokens=1200, prompt_chars=4800,
+    evidence_tokens=900, latency_ms=812.5, cost_usd=0.0042, verifier_result="fail",
+    chunks=(
+        Chunk("warranty-2", source_id="warranty.md", source_position=2, retrieval_rank=1,
+              retrieval_score=0.91, rerank_rank=1, rerank_score=0.88, label="conflicting",
+              authority="canonical", updated=date(2025, 3, 1), decisive=False, cited=True,
+              text="Hardware is covered by a 30-day warranty."),
+        Chunk("refund-7", source_id="refunds.md", source_position=7, retrieval_rank=2,
+              retrieval_score=0.87, rerank_rank=2, rerank_score=0.85, label="direct_answer",
+              authority="canonical", updated=date(2026, 4, 12), decisive=True, cited=False,
+              text="Annual plans are refundable within 14 days of purchase."),
+        Chunk("old-note", source_id="migration.md", retrieval_rank=3, retrieval_score=0.5,
+              stage="dropped", drop_reason="budget", label="irrelevant", authority="deprecated"),
+    ),
+    placements=(Placement("warranty-2", 0, 100, 400), Placement("refund-7", 1, 400, 700),
+                Placement("warranty-2", 2, 700, 1000)),
+    outcome=Outcome(correct=False, decisive_chunk_ids=("refund-7",), reviewer="app"),
+)
+
+
+def rows(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(sql, params or []).fetchall()
+
+
+def test_every_field_of_a_request_survives(collector: Proc, db_path: Path) -> None:
+    sender = Sender(collector.url, service="support-bot")
+    trace_id = sender.send(FULL)
+    sender.close()
+    collector.stop()
+    (req,) = rows(db_path, "SELECT * EXCLUDE (request_id, time) FROM requests")
+    assert req == (
+        trace_id, "support-bot", "gpt-4.1-mini", "support", "v2", "score_order", "exp-1",
+        "rank_2", "refund-window", FULL.question, FULL.answer, 0.9, ["annual plans"],
+        ["warranty-2"], ["30 vs 14 days"], 1200, 4800, 900, False, 812.5, 0.0042, "fail",
+        "midtrace", None)
+    chunks = rows(db_path, "SELECT c.* EXCLUDE (request_id, text_hash), t.text FROM chunks c "
+                           "LEFT JOIN chunk_texts t USING (text_hash) ORDER BY ordinal")
+    assert chunks == [
+        ("warranty-2", 0, "in_prompt", None, "warranty.md", 2, 1, 0.91, 1, 0.88, "conflicting",
+         "canonical", date(2025, 3, 1), False, True, 41, "Hardware is covered by a 30-day warranty."),
+        ("refund-7", 1, "in_prompt", None, "refunds.md", 7, 2, 0.87, 2, 0.85, "direct_answer",
+         "canonical", date(2026, 4, 12), True, False, 55,
+         "Annual plans are refundable within 14 days of purchase."),
+        ("old-note", 2, "dropped", "budget", "migration.md", None, 3, 0.5, None, None,
+         "irrelevant", "deprecated", None, None, None, None, None),
+    ]
+    assert rows(db_path, "SELECT chunk_id, prompt_index, token_start, token_end FROM placements "
+                         "ORDER BY prompt_index") == [
+        ("warranty-2", 0, 100, 400), ("refund-7", 1, 400, 700), ("warranty-2", 2, 700, 1000)]
+    assert rows(db_path, "SELECT trace_id, correct, decisive_chunk_ids, reviewer FROM request_outcomes") == [
+        (trace_id, False, ["refund-7"], "app")]
+
+
+def finished_spans(record: RagRecord) -> list[Any]:
+    """A root span and an LLM child carrying ``record``, finished but not yet exported."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "split"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("rag.request"):
+        with tracer.start_as_current_span("llm.chat") as llm:
+            record_request(llm, record)
+    return list(memory.get_finished_spans())
+
+
+@pytest.mark.parametrize("order", ["child_first", "root_first"])
+def test_split_trace_in_either_order_is_one_request(collector: Proc, db_path: Path,
+                                                    order: str) -> None:
+    child, root = finished_spans(RagRecord(question="split?", chunks=(Chunk("a"),),
+                                           placements=(Placement("a", 0, 0, 10),)))
+    exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces")
+    first, second = (child, root) if order == "child_first" else (root, child)
+    assert exporter.export([first]) == SpanExportResult.SUCCESS
+    assert exporter.export([second]) == SpanExportResult.SUCCESS
+    collector.stop()
+    trace_id = format(root.context.trace_id, "032x")
+    root_start = datetime.fromtimestamp(root.start_time / 1e9, tz=UTC)
+    assert rows(db_path, "SELECT trace_id, question, time FROM requests") == [
+        (trace_id, "split?", root_start)]
+    assert rows(db_path, "SELECT count(*) FROM spans") == [(2,)]
+
+
+def test_retried_export_duplicates_nothing(collector: Proc, db_path: Path) -> None:
+    spans = finished_spans(FULL)
+    exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces")
+    for _ in range(3):
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    collector.stop()
+    assert rows(db_path, "SELECT count(*) FROM requests") == [(1,)]
+    assert rows(db_path, "SELECT count(*) FROM chunks") == [(3,)]
+    assert rows(db_path, "SELECT count(*) FROM placements") == [(3,)]
+    assert rows(db_path, "SELECT count(*) FROM outcomes") == [(1,)]
+
+
+def test_outcome_before_its_trace_and_merge_rule(collector: Proc, db_path: Path) -> None:
+    spans = finished_spans(FULL)  # carries correct=False, reviewer="app" as span attributes
+    trace_id = format(spans[0].context.trace_id, "032x")
+    posted = httpx.post(collector.url + "/v1/outcomes", json={"outcomes": [
+        {"trace_id": trace_id, "time": "2026-11-02T10:00:00Z", "correct": True, "note": "first"},
+        {"trace_id": trace_id, "time": "2026-11-01T10:00:00Z", "correct": False, "reviewer": "kim"},
+    ]})
+    assert posted.status_code == 200, posted.text
+    assert posted.json() == {"accepted": 2, "rejected": 0, "errors": []}
+    assert OTLPSpanExporter(endpoint=collector.url + "/v1/traces").export(spans) == SpanExportResult.SUCCESS
+    collector.stop()
+    # Posted outcomes beat span attributes; among posted ones the newer time wins each field.
+    assert rows(db_path, "SELECT correct, reviewer, note, decisive_chunk_ids, n_outcomes "
+                         "FROM request_outcomes") == [(True, "kim", "first", ["refund-7"], 3)]
+
+
+def test_kill_9_after_acknowledgement_loses_nothing(collector: Proc, db_path: Path) -> None:
+    sender = Sender(collector.url)
+    trace_ids = [sender.send(RagRecord(question=f"q{i}", chunks=(Chunk("a"),),
+                                       placements=(Placement("a", 0, 0, 5),))) for i in range(25)]
+    collector.stop(signal.SIGKILL)
+    sender.close()
+    stored = {t for (t,) in rows(db_path, "SELECT trace_id FROM requests")}
+    assert stored == set(trace_ids)
+
+
+def otlp_json(record: RagRecord) -> dict[str, Any]:
+    return json.loads(otlp.request_to_json(otlp.encode_sdk_spans(finished_spans(record))))
+
+
+GOOD = RagRecord(question="good", chunks=(Chunk("a"),), placements=(Placement("a", 0, 0, 5),))
+
+
+def with_bad_span(bad_attrs: list[dict[str, Any]]) -> bytes:
+    """One export holding a good trace and a span whose attributes are broken."""
+    body = otlp_json(GOOD)
+    bad = otlp_json(GOOD)["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    bad["traceId"] = "ab" * 16
+    bad["attributes"] = bad_attrs
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"].append(bad)
+    return json.dumps(body).encode()
+
+
+def kv(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"key": key, "value": value}
+
+
+def ints(*values: int) -> dict[str, Any]:
+    return {"arrayValue": {"values": [{"intValue": str(v)} for v in values]}}
+
+
+def strs(*values: str) -> dict[str, Any]:
+    return {"arrayValue": {"values": [{"stringValue": v} for v in values]}}
+
+
+IDS = kv("midtrace.chunk.ids", strs("a", "b"))
+BAD_INPUT = [
+    # name, body, content type, content encoding, status, message fragment, good spans kept
+    ("neither protobuf nor json", b"\x00\xffgarbage", "application/x-protobuf", None, 400,
+     "not a protobuf", False),
+    ("json that is not json", b"{not json", "application/json", None, 400, "not JSON", False),
+    ("wrong content type", b"{}", "text/plain", None, 415, "not supported", False),
+    ("truncated gzip", gzip.compress(json.dumps(otlp_json(GOOD)).encode())[:-12],
+     "application/json", "gzip", 400, "truncated", False),
+    ("bad trace id", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "zz" * 16, "spanId": "01" * 8, "name": "x"}]}]}]}).encode(),
+     "application/json", None, 400, "not hex", False),
+    ("short trace id", None, "application/json", None, 200, "trace id must be 16 bytes", True),
+    ("string where a number belongs", with_bad_span([kv("midtrace.prompt.tokens", {"stringValue": "12k"})]),
+     "application/json", None, 200, "midtrace.prompt.tokens must be int", True),
+    ("negative token offsets", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(-3, 5)),
+                                              kv("midtrace.chunk.token_ends", ints(5, 9))]),
+     "application/json", None, 200, "must not be negative", True),
+    ("overlapping token offsets", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(0, 5)),
+                                                 kv("midtrace.chunk.token_ends", ints(10, 20))]),
+     "application/json", None, 200, "offsets overlap", True),
+    ("unequal array lengths", with_bad_span([IDS, kv("midtrace.chunk.labels", strs("direct_answer"))]),
+     "application/json", None, 200, "must all have the same length", True),
+]
+
+
+def short_trace_id_body() -> bytes:
+    body = otlp_json(GOOD)
+    spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    extra = dict(spans[0], traceId="abcd", spanId="02" * 8)
+    spans.append(extra)
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_is_refused_clearly_and_loses_nothing_else(collector: Proc, db_path: Path,
+                                                             case: tuple[Any, ...]) -> None:
+    name, body, content_type, encoding, status, fragment, kept = case
+    if body is None:
+        body = short_trace_id_body()
+    headers = {"content-type": content_type}
+    if encoding:
+        headers["content-encoding"] = encoding
+    answer = httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=10)
+    assert answer.status_code == status, answer.text
+    assert fragment in answer.text
+    if status == 200:
+        partial = answer.json()["partialSuccess"]
+        assert partial["rejectedSpans"] == "1" and fragment in partial["errorMessage"]
+    # The collector goes on accepting good data after any of these.
+    sender = Sender(collector.url)
+    after = sender.send(GOOD)
+    sender.close()
+    collector.stop()
+    questions = rows(db_path, "SELECT trace_id FROM requests")
+    assert (after,) in questions
+    assert len(questions) == (2 if kept else 1)
+
+
+def test_body_over_the_limit_is_413(tmp_path: Path) -> None:
+    from tests.procs import start_collector
+
+    proc = start_collector(tmp_path / "small.duckdb", tmp_path / "log", "--max-body-mb", "1")
+    try:
+        big = httpx.post(proc.url + "/v1/traces", content=b"x" * (1024 * 1024 + 1),
+                         headers={"content-type": "application/x-protobuf"})
+        assert big.status_code == 413 and "larger than the limit" in big.text
+        bomb = gzip.compress(b"\x00" * (3 * 1024 * 1024))
+        unzipped = httpx.post(proc.url + "/v1/traces", content=bomb, headers={
+            "content-type": "application/x-protobuf", "content-encoding": "gzip"})
+        assert unzipped.status_code == 413
+    finally:
+        proc.stop()
+
+
+def test_large_and_strange_text_is_stored_exactly(collector: Proc, db_path: Path) -> None:
+    huge = "policy " * (10 * 1024 * 1024 // 7)
+    strange = "naïve café \u0000 NUL, emoji \U0001f600, RTL \u202e, <b>html</b>"
+    record = RagRecord(question=strange, answer=strange,
+                       chunks=(Chunk("huge", text=huge), Chunk("odd", text=strange)),
+                       placements=(Placement("huge", 0, 0, 2_000_000), Placement("odd", 1, 2_000_000, 2_000_050)))
+    sender = Sender(collector.url)
+    sender.send(record)
+    sender.close()
+    collector.stop()
+    assert rows(db_path, "SELECT question, answer FROM requests") == [(strange, strange)]
+    texts = dict(rows(db_path, "SELECT c.chunk_id, t.text FROM chunks c JOIN chunk_texts t USING (text_hash)"))
+    assert texts == {"huge": huge, "odd": strange}
+
+
+@pytest.mark.parametrize("item,error", [
+    ({"trace_id": "ab" * 16, "grade": "A"}, "unknown field(s) grade"),
+    ({"trace_id": "not-hex"}, "trace_id must be 32 hex"),
+    ({"trace_id": "ab" * 16, "correct": "yes"}, "correct must be true or false"),
+    ({"trace_id": "ab" * 16, "time": "last week"}, "time must be RFC 3339"),
+])
+def test_bad_outcomes_are_refused_by_index_and_the_rest_kept(collector: Proc, db_path: Path,
+                                                             item: dict[str, Any], error: str) -> None:
+    good = {"trace_id": "cd" * 16, "correct": True}
+    answer = httpx.post(collector.url + "/v1/outcomes", json={"outcomes": [good, item]})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["accepted"] == 1 and body["rejected"] == 1
+    assert body["errors"][0]["index"] == 1 and error in body["errors"][0]["error"]
+    collector.stop()
+    assert rows(db_path, "SELECT trace_id, correct FROM outcomes") == [("cd" * 16, True)]
+
+
+def test_json_and_gzip_protobuf_bodies_are_both_accepted(collector: Proc, db_path: Path) -> None:
+    as_json = json.dumps(otlp_json(RagRecord(question="json"))).encode()
+    answer = httpx.post(collector.url + "/v1/traces", content=as_json,
+                        headers={"content-type": "application/json"})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
+    proto = otlp.encode_sdk_spans(finished_spans(RagRecord(question="proto"))).SerializeToString()
+    answer = httpx.post(collector.url + "/v1/traces", content=gzip.compress(proto), headers={
+        "content-type": "application/x-protobuf", "content-encoding": "gzip"})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-protobuf"
+    collector.stop()
+    assert sorted(rows(db_path, "SELECT question FROM requests")) == [("json",), ("proto",)]
+
+
+def write_jsonl(path: Path, records: list[RagRecord]) -> None:
+    path.write_text("".join(json.dumps(otlp_json(r)) + "\n" for r in records))
+
+
+def test_ingest_loads_files_and_refuses_while_a_collector_holds_the_db(tmp_path: Path) -> None:
+    db = tmp_path / "ingest.duckdb"
+    traces = tmp_path / "traces.jsonl"
+    write_jsonl(traces, [RagRecord(question=f"q{i}") for i in range(3)])
+    outcomes = tmp_path / "outcomes.json"
+    outcomes.write_text(json.dumps({"outcomes": [{"trace_id": "ef" * 16, "correct": False}]}))
+    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db), str(traces),
+                          str(outcomes)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "and 1 outcomes from 2 file(s)" in run.stdout
+    assert rows(db, "SELECT count(*) FROM requests") == [(3,)]
+    assert rows(db, "SELECT count(*) FROM outcomes") == [(1,)]
+
+    from tests.procs import start_collector
+
+    proc = start_collector(db, tmp_path / "log")
+    try:
+        held = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
+                               str(traces)], capture_output=True, text=True)
+    finally:
+        proc.stop()
+    assert held.returncode == 3
+    assert "held by another process" in held.stderr and "collector" in held.stderr
+
+
+def test_ingest_reports_bad_lines_and_keeps_the_good_ones(tmp_path: Path) -> None:
+    db = tmp_path / "ingest.duckdb"
+    traces = tmp_path / "mixed.jsonl"
+    write_jsonl(traces, [RagRecord(question="first"), RagRecord(question="second")])
+    lines = traces.read_text().splitlines()
+    traces.write_text("\n".join([lines[0], "{broken", lines[1]]) + "\n")
+    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db), str(traces)],
+                         capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "line 2" in run.stderr
+    assert sorted(rows(db, "SELECT question FROM requests")) == [("first",), ("second",)]
