@@ -110,7 +110,7 @@ def prompt_messages(documents: Sequence[Document], question: str) -> list[BaseMe
 
 def build_chain(answer: str, retrieve_k: int = 6, top_k: int | None = None,
                 reorder: bool = False, prompt_tokens: int | None = None,
-                retriever: BaseRetriever | None = None) -> Runnable[Any, str]:
+                retriever: Runnable[str, list[Document]] | None = None) -> Runnable[Any, str]:
     """retriever -> top-k cut -> optional reorder -> stuffed prompt -> fake chat model.
 
     The model answers ``answer``; with ``prompt_tokens`` it also reports that many input

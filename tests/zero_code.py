@@ -43,11 +43,13 @@ def traced_langchain() -> Iterator[InMemorySpanExporter]:
 
 
 def records(sdk_spans: Sequence[ReadableSpan]) -> list[SpanRecord]:
-    """SDK spans as the collector sees them: encoded by the SDK's OTLP encoder, then read."""
+    """The spans of one trace as the collector sees them: encoded by the SDK's OTLP
+    encoder, then read back."""
     out = []
     for span, error in spans_of(encode_sdk_spans(sdk_spans)):
         assert span is not None, error
         out.append(span)
+    assert len({s.trace_id for s in out}) <= 1, "spans of more than one trace"
     return out
 
 
