@@ -31,7 +31,7 @@ from schemas.otlp import SpanRecord
 ATTRIBUTE_LIMIT_WARNING = (
     "{n} span(s) of this trace lost attributes to the OpenTelemetry SDK's limit of 128 "
     "attributes per span ({names}); the SDK drops the oldest ones silently, so a retriever "
-    "span with more than about 40 documents loses some of them. Raise the limit in the app "
+    "span with more than 30 to 60 documents loses the first ones. Raise the limit in the app "
     "with OTEL_ATTRIBUTE_COUNT_LIMIT (or OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT).")
 
 
