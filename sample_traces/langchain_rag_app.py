@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -55,6 +55,8 @@ DOCUMENTS: tuple[Document, ...] = tuple(
     Document(page_content=text, metadata={"title": title, "source": f"policies/{i:02d}.md"})
     for i, (title, text) in enumerate(POLICIES))
 
+T = TypeVar("T")
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -78,13 +80,13 @@ class KeywordRetriever(BaseRetriever):
         return [doc for _, doc in scored[: self.k]]
 
 
-def long_context_reorder(documents: Sequence[Document]) -> list[Document]:
+def long_context_reorder(documents: Sequence[T]) -> list[T]:
     """LangChain's LongContextReorder (langchain_community.document_transformers), exactly.
 
     Its ``_litm_reordering``: reverse, then put every even-indexed document first and every
     odd-indexed one last, so ranks 1..6 come out as 2, 4, 6, 5, 3, 1.
     """
-    reordered: list[Document] = []
+    reordered: list[T] = []
     for i, doc in enumerate(reversed(list(documents))):
         if i % 2 == 1:
             reordered.append(doc)
