@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,7 +45,7 @@ class Document:
     score: float | None = None
     source_id: str | None = None
 
-    @property
+    @cached_property
     def chunk_id(self) -> str | None:
         """The id the app sent, else the documented content hash of the text."""
         if self.doc_id:

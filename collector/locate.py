@@ -48,6 +48,8 @@ DEFAULT_CITATION_PATTERN = (
 )
 
 _WHITESPACE = re.compile(r"\s+")
+# Whitespace runs that folding changes: a single space is already folded.
+_CHANGED_WHITESPACE = re.compile(r"\s{2,}|[^\S ]")
 _KEY_PREFIX = re.compile(
     r"^(?:doc(?:ument)?|source|src|ref|reference|chunk|passage|context|id)\b\s*[-_:#=]?\s*"
     r"|^(?:doc|src|ref|chunk)(?=\d)")
@@ -101,8 +103,9 @@ def _fold(text: str, nfc: bool = False) -> _Folded:
         size += len(piece)
 
     def add_text(a: int, b: int) -> None:
-        if not nfc:
-            add(text[a:b], a, b)
+        segment = text[a:b]
+        if not nfc or unicodedata.is_normalized("NFC", segment):
+            add(segment, a, b)
             return
         # Compose each starter with the combining marks after it, one cluster at a time,
         # so every folded character still maps to a place in the original.
@@ -115,7 +118,7 @@ def _fold(text: str, nfc: bool = False) -> _Folded:
             i = j
 
     pos = 0
-    for m in _WHITESPACE.finditer(text):
+    for m in _CHANGED_WHITESPACE.finditer(text):
         if m.start() > pos:
             add_text(pos, m.start())
         add(" ", m.start(), m.end())
