@@ -284,15 +284,20 @@ def normalize_key(key: str) -> str:
     return stripped or k
 
 
-def citation_keys(text: str, pattern: re.Pattern[str]) -> list[str]:
-    """The normalised keys of every citation marker in ``text``, in order of appearance."""
-    keys: list[str] = []
+def _markers(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int, list[str]]]:
+    out = []
     for m in pattern.finditer(text):
         raw = next((g for g in m.groups() if g), None)
-        if raw is None:
-            continue
-        keys += [normalize_key(part) for part in _KEY_SPLIT.split(raw) if part.strip()]
-    return keys
+        if raw is not None:
+            keys = [normalize_key(part) for part in _KEY_SPLIT.split(raw) if part.strip()]
+            if keys:
+                out.append((m.start(), m.end(), keys))
+    return out
+
+
+def citation_keys(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """The normalised keys of every citation marker in ``text``, in order of appearance."""
+    return [k for _, _, keys in _markers(text, pattern) for k in keys]
 
 
 def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
@@ -300,16 +305,24 @@ def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
     """The label the prompt gives each placed span: the marker just before it.
 
     Spans are ``(start, end)`` in prompt order. The label is looked for between the end of
-    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back); of
-    several markers, the last numeric one wins, else the last one.
+    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back). The
+    last marker there wins, except that a numeric marker on the same line before it wins
+    over a non-numeric one (``Document [3] (Title: Q3 [draft])`` is labelled 3).
     """
     labels: list[str | None] = []
     prev_end = 0
     for start, end in spans:
         window = prompt[max(prev_end, start - LABEL_WINDOW_CHARS):start]
-        keys = citation_keys(window, pattern)
-        numeric = [k for k in keys if k.isdigit()]
-        labels.append(numeric[-1] if numeric else (keys[-1] if keys else None))
+        markers = _markers(window, pattern)
+        label = None
+        if markers:
+            last_start, _, last_keys = markers[-1]
+            label = last_keys[-1]
+            if not label.isdigit():
+                same_line = [k for s, e, keys in markers if "\n" not in window[e:last_start]
+                             for k in keys if k.isdigit()]
+                label = same_line[-1] if same_line else label
+        labels.append(label)
         prev_end = max(prev_end, end)
     return labels
 

@@ -110,6 +110,10 @@ def test_prompt_labels_come_from_the_text_just_before_each_document() -> None:
               "<doc id=beta>\nBBB\n</doc>\n\nCCC")
     placed = [(prompt.index(t), prompt.index(t) + 3) for t in ("AAA", "BBB", "CCC")]
     assert prompt_labels(prompt, placed, PATTERN) == ["1", "beta", None]
+    # A numeric example in the instructions is not the label of a document tagged by id.
+    prompt = "Cite sources like [1].\n<doc id=refunds>\nAAA\n</doc>"
+    assert prompt_labels(prompt, [(prompt.index("AAA"), prompt.index("AAA") + 3)],
+                         PATTERN) == ["refunds"]
 
 
 def test_citations_map_labels_then_ids_then_prompt_order() -> None:
