@@ -5,6 +5,8 @@ inferred positions."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import duckdb
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from sample_traces.langchain_rag_app import KeywordRetriever, build_chain, select
+from sample_traces.record_langchain import CASES, OUT
 from schemas.chunk_hash import content_hash
 from tests.procs import Proc
 from tests.zero_code import instrumented, prompt_string, provider_with, where
@@ -86,3 +89,17 @@ def test_genai_traces_become_requests_with_positions(collector: Proc, db_path: P
     assert req == ("genai", "gpt-4o", 90, ["kb-0"])
     placed = rows(db_path, "SELECT chunk_id FROM placements ORDER BY prompt_index")
     assert [p[0] for p in placed] == ["kb-2", "kb-1", "kb-0"]
+
+
+def test_the_langchain_sample_ingests_with_positions(db_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db_path),
+                           str(OUT)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ((n, conventions, cited),) = rows(
+        db_path, "SELECT count(*), list(DISTINCT convention), count(cited_ids) FROM requests")
+    assert (n, conventions, cited) == (len(CASES), ["openinference"], len(CASES))
+    expected_drops = sum(6 - (c.top_k or 6) for c in CASES)
+    assert rows(db_path, "SELECT count(*) FROM chunks WHERE stage = 'dropped'") == [
+        (expected_drops,)]
+    assert rows(db_path, "SELECT count(*) FROM placements") == [
+        (sum(c.top_k or 6 for c in CASES),)]
