@@ -99,11 +99,12 @@ def merge_explicit(own: RagRequest, inferred: RagRequest) -> RagRequest:
         placements = theirs.placements
         inferred_positions = bool(placements)
 
-    source = theirs if inferred_positions else mine
-    record = RagRecord(**values, chunks=chunks, placements=placements,
-                       prompt_chars=source.prompt_chars
-                       if source.prompt_chars is not None or inferred_positions
-                       else theirs.prompt_chars)
+    # Character offsets only mean something against the prompt they were measured in.
+    if inferred_positions or mine.prompt_chars is None:
+        prompt_chars = theirs.prompt_chars
+    else:
+        prompt_chars = mine.prompt_chars
+    record = RagRecord(**values, chunks=chunks, placements=placements, prompt_chars=prompt_chars)
     estimated = own.tokens_estimated
     if inferred_positions:
         estimated = inferred.tokens_estimated
