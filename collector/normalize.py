@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from collector.genai import normalize_genai
+from collector.merge_explicit import merge_explicit
+from collector.openinference import normalize_openinference
 from schemas.decode import decode_trace
 from schemas.model import RagRequest
 from schemas.otlp import SpanRecord
@@ -19,4 +22,8 @@ log = logging.getLogger(__name__)
 
 def normalize_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
     """The request a trace records, or None when no span of it describes a RAG request."""
-    return decode_trace(spans)
+    own = decode_trace(spans)
+    inferred = normalize_openinference(spans) or normalize_genai(spans)
+    if own is None or inferred is None:
+        return own or inferred
+    return merge_explicit(own, inferred)

@@ -1,0 +1,89 @@
+"""Lenient typed reads of other conventions' span attributes.
+
+midtrace's own attributes are refused when malformed (schemas/decode.py); attributes that
+stock instrumentations send are read leniently instead: a value of the wrong type counts
+as absent, because the app cannot fix what its instrumentation library emits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# Metadata keys that name the source document of a chunk, most specific first
+# (LangChain loaders use `source`, LlamaIndex readers `file_path`/`file_name`).
+SOURCE_KEYS: tuple[str, ...] = (
+    "source_id", "source", "document_id", "doc_id", "file_path", "file_name", "url")
+
+
+def string(attrs: Mapping[str, Any], key: str) -> str | None:
+    value = attrs.get(key)
+    return value if isinstance(value, str) and value != "" else None
+
+
+def integer(attrs: Mapping[str, Any], key: str) -> int | None:
+    value = attrs.get(key)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                return None
+        else:
+            return None
+    return None if math.isnan(value) or math.isinf(value) else float(value)
+
+
+def identifier(value: Any) -> str | None:
+    """An id sent as a string or an integer (OpenInference allows both)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def json_value(value: Any) -> Any:
+    """A JSON string parsed, a structured value as is; None for unreadable JSON."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (json.JSONDecodeError, ValueError):
+            return None
+    return value
+
+
+def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """Flattened list attributes ``prefix.<i>.<rest>`` as ``{i: {rest: value}}``."""
+    head = prefix + "."
+    out: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(head):
+            continue
+        index, _, rest = key[len(head):].partition(".")
+        if index.isdigit() and rest:
+            out.setdefault(int(index), {})[rest] = value
+    return out
+
+
+def source_id(metadata: Any) -> str | None:
+    """The source document a chunk came from, named in its metadata."""
+    if not isinstance(metadata, Mapping):
+        return None
+    for key in SOURCE_KEYS:
+        value = identifier(metadata.get(key))
+        if value is not None:
+            return value
+    return None

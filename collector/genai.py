@@ -1,0 +1,181 @@
+"""OpenTelemetry GenAI semantic-convention spans -> one RagRequest, with no app changes.
+
+Read (spec: open-telemetry/semantic-conventions-genai, docs/gen-ai/gen-ai-spans.md):
+
+- retrieval spans (``gen_ai.operation.name`` = ``retrieval``): ``gen_ai.retrieval.documents``
+  (JSON string or structured; objects with ``id`` and ``score``, plus the document text
+  when the instrumentation adds it as ``content``), ``gen_ai.retrieval.query.text``;
+- inference spans (``chat``, ``text_completion``, ``generate_content``, or any span with
+  input messages): the prompt from ``gen_ai.system_instructions`` and
+  ``gen_ai.input.messages`` (role + parts), the answer from ``gen_ai.output.messages``,
+  ``gen_ai.request.model`` (else ``gen_ai.response.model``), ``gen_ai.usage.input_tokens``.
+  Instrumentations older than the message attributes (OpenLLMetry) send
+  ``gen_ai.prompt.<i>.content`` / ``gen_ai.completion.<i>.content`` and
+  ``gen_ai.usage.prompt_tokens``; those are read too.
+
+The specification requires only ``id`` and ``score`` per retrieved document. Without the
+text the documents are recorded as retrieved, with a warning: where they sat in the prompt
+cannot be inferred.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from collector.attr_values import identifier, indexed, integer, json_value, number, source_id, string
+from collector.inferred import Document, LlmCall, Observation, Ranking, assemble
+from collector.locate import citation_pattern
+from schemas.model import RagRequest
+from schemas.otlp import SpanRecord
+
+OPERATION_NAME = "gen_ai.operation.name"
+RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+LEGACY_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
+LEGACY_PROMPT = "gen_ai.prompt"
+LEGACY_COMPLETION = "gen_ai.completion"
+
+RETRIEVAL = "retrieval"
+INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_TEXT_KEYS = ("content", "text", "page_content")
+
+ATTRIBUTES_READ: tuple[str, ...] = (
+    OPERATION_NAME, RETRIEVAL_DOCUMENTS, RETRIEVAL_QUERY_TEXT, SYSTEM_INSTRUCTIONS,
+    INPUT_MESSAGES, OUTPUT_MESSAGES, REQUEST_MODEL, RESPONSE_MODEL, USAGE_INPUT_TOKENS,
+    LEGACY_USAGE_PROMPT_TOKENS, f"{LEGACY_PROMPT}.<i>.content", f"{LEGACY_PROMPT}.<i>.role",
+    f"{LEGACY_COMPLETION}.<i>.content",
+)
+
+
+def _document(item: Mapping[str, Any]) -> Document:
+    nested = item.get("document")
+    text = next((item[k] for k in _TEXT_KEYS if isinstance(item.get(k), str)), None)
+    if text is None and isinstance(nested, Mapping):
+        text = next((nested[k] for k in _TEXT_KEYS if isinstance(nested.get(k), str)), None)
+    return Document(
+        text=text,
+        doc_id=identifier(item.get("id")),
+        score=number(item.get("score")),
+        source_id=source_id(json_value(item.get("metadata"))) or source_id(item),
+    )
+
+
+def retrieved_documents(attrs: Mapping[str, Any]) -> tuple[tuple[int, Document], ...]:
+    """``(rank, document)`` for each entry of ``gen_ai.retrieval.documents``, in order."""
+    listed = json_value(attrs.get(RETRIEVAL_DOCUMENTS))
+    if not isinstance(listed, list):
+        return ()
+    docs = ((i + 1, _document(d)) for i, d in enumerate(listed) if isinstance(d, Mapping))
+    return tuple((rank, d) for rank, d in docs if d.chunk_id is not None)
+
+
+def _parts_text(parts: Any) -> str | None:
+    """Text of a message's parts (``{"type": "text", "content": ...}``) or a plain string."""
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and part.get("type", "text") == "text":
+            text = part.get("content", part.get("text"))
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts) if texts else None
+
+
+def _messages(value: Any) -> list[tuple[str | None, str]]:
+    listed = json_value(value)
+    if not isinstance(listed, list):
+        return []
+    out = []
+    for m in listed:
+        if not isinstance(m, Mapping):
+            continue
+        text = _parts_text(m.get("parts")) if "parts" in m else _parts_text(m.get("content"))
+        role = m.get("role")
+        if text is not None:
+            out.append((role if isinstance(role, str) else None, text))
+    return out
+
+
+def _legacy(attrs: Mapping[str, Any], prefix: str) -> list[tuple[str | None, str]]:
+    rows = indexed(attrs, prefix)
+    if not rows:
+        return _messages(attrs.get(prefix))
+    out = []
+    for i in sorted(rows):
+        content, role = rows[i].get("content"), rows[i].get("role")
+        if isinstance(content, str):
+            out.append((role if isinstance(role, str) else None, content))
+    return out
+
+
+def is_inference(span: SpanRecord) -> bool:
+    attrs = span.attributes
+    return (attrs.get(OPERATION_NAME) in INFERENCE_OPERATIONS or INPUT_MESSAGES in attrs
+            or any(k.startswith(LEGACY_PROMPT + ".") for k in attrs))
+
+
+def is_retrieval(span: SpanRecord) -> bool:
+    return (span.attributes.get(OPERATION_NAME) == RETRIEVAL
+            or RETRIEVAL_DOCUMENTS in span.attributes)
+
+
+def llm_call(span: SpanRecord) -> LlmCall:
+    """What a GenAI inference span says about its call."""
+    attrs = span.attributes
+    conversation = _messages(attrs.get(INPUT_MESSAGES)) or _legacy(attrs, LEGACY_PROMPT)
+    system = _parts_text(json_value(attrs.get(SYSTEM_INSTRUCTIONS)))
+    texts = ([system] if system else []) + [text for _, text in conversation]
+    output = _messages(attrs.get(OUTPUT_MESSAGES)) or _legacy(attrs, LEGACY_COMPLETION)
+    user = [text for role, text in conversation if role == "user"]
+    tokens = integer(attrs, USAGE_INPUT_TOKENS)
+    return LlmCall(
+        span=span,
+        prompt="\n\n".join(texts) if texts else None,
+        answer=output[0][1] if output else None,
+        model=string(attrs, REQUEST_MODEL) or string(attrs, RESPONSE_MODEL),
+        prompt_tokens=tokens if tokens is not None else integer(attrs, LEGACY_USAGE_PROMPT_TOKENS),
+        user_text=user[-1] if user else None,
+    )
+
+
+def normalize_genai(spans: Sequence[SpanRecord],
+                    pattern: re.Pattern[str] | None = None) -> RagRequest | None:
+    """The RAG request a GenAI-instrumented trace describes, or None.
+
+    None when no span of the trace is a GenAI retrieval with documents. Pure: the same
+    spans in any order give the same request.
+    """
+    ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
+    retrievals = [Ranking(s, docs, string(s.attributes, RETRIEVAL_QUERY_TEXT))
+                  for s in ordered if is_retrieval(s)
+                  if (docs := retrieved_documents(s.attributes))]
+    if not retrievals:
+        return None
+    warnings = []
+    if len(retrievals) > 1:
+        warnings.append(f"{len(retrievals)} retrieval spans; each chunk's retrieval rank is "
+                        "from the first retrieval that returned it")
+    if not any(d.text for r in retrievals for _, d in r.documents):
+        warnings.append(f"{RETRIEVAL_DOCUMENTS} carries no document text (only ids and "
+                        "scores): add each document's text as `content` to see where it sat "
+                        "in the prompt")
+    observation = Observation(
+        convention="genai",
+        retrievals=tuple(retrievals),
+        calls=tuple(llm_call(s) for s in ordered if is_inference(s) and not is_retrieval(s)),
+        warnings=tuple(warnings),
+    )
+    return assemble(spans, observation, pattern or citation_pattern())

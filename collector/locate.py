@@ -1,0 +1,364 @@
+"""Find retrieved documents inside a final prompt, and the documents an answer cites.
+
+Instrumentations such as OpenInference record what a retriever returned and, separately,
+the prompt the LLM received as one string. Where each document ended up is recovered here
+by searching for its text in the prompt:
+
+- whitespace is compared collapsed (any run of whitespace equals one space), so templates
+  that re-indent, strip or re-wrap a document still match; offsets are reported in the
+  original prompt string;
+- a document that occurs twice gives two occurrences; two documents with identical text
+  share the occurrences in turn (the first document takes the first one);
+- a document cut short to fit a budget is found by its longest prefix present in the
+  prompt, if that prefix has at least ``MIN_PREFIX_CHARS`` characters;
+- occurrences never overlap: whole-text matches are taken before truncated ones and longer
+  before shorter, so a document whose text sits inside a longer document is not placed
+  there, and a document sharing a long prefix with another is not mistaken for it;
+- when a document is not found and either text is not in Unicode NFC form, both are
+  compared NFC-normalised.
+
+Citations: ``MIDTRACE_CITATION_PATTERN`` (default ``DEFAULT_CITATION_PATTERN``) finds
+citation markers in the answer (``[3]``, ``[doc-3]``, ``[source: id]``, ``Document 3``,
+``<doc id=3>``). Each marker is matched to the label the prompt gave a document (a marker
+found in the text just before it, such as ``Document [3] (Title: ...)`` or ``<doc id=3>``),
+then to a chunk or source id, and, when the prompt labels no document, to the 1-based
+prompt order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from bisect import bisect_right, insort
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+MIN_PREFIX_CHARS = 64
+# How far before a document the prompt's label for it is looked for.
+LABEL_WINDOW_CHARS = 200
+
+CITATION_PATTERN_ENV = "MIDTRACE_CITATION_PATTERN"
+DEFAULT_CITATION_PATTERN = (
+    r"\[\s*([^\[\]\n]{1,80}?)\s*\]"
+    r"|<\s*(?:doc|document|source|context)\b[^<>]*?\bid\s*=\s*[\"']?([^\"'\s<>]+)[\"']?[^<>]*>"
+    r"|\b(?:doc(?:ument)?|source|passage|context)\s*#?\s*(\d+)\b"
+    r"|【\s*([^†】]+?)\s*(?:†[^】]*)?】"
+)
+
+_WHITESPACE = re.compile(r"\s+")
+# Whitespace runs that folding changes: a single space is already folded.
+_CHANGED_WHITESPACE = re.compile(r"\s{2,}|[^\S ]")
+_KEY_PREFIX = re.compile(
+    r"^(?:doc(?:ument)?|source|src|ref|reference|chunk|passage|context|id)\b\s*[-_:#=]?\s*"
+    r"|^(?:doc|src|ref|chunk)(?=\d)")
+_KEY_SPLIT = re.compile(r"\s*[,;]\s*")
+
+
+class InvalidCitationPattern(ValueError):
+    """The citation pattern setting cannot be used; the message says how to fix it."""
+
+
+# --- folding: whitespace-collapsed text with a map back to original offsets -----------------
+
+@dataclass(frozen=True)
+class _Folded:
+    """``text`` with each whitespace run collapsed to one space (and, if asked, each
+    character cluster NFC-normalised), as pieces that map back to the original string."""
+
+    text: str
+    starts: tuple[int, ...]      # folded offset where each piece starts
+    orig_starts: tuple[int, ...]
+    orig_ends: tuple[int, ...]
+    linear: tuple[bool, ...]     # piece has the same length folded and original
+
+    def original_start(self, i: int) -> int:
+        k = bisect_right(self.starts, i) - 1
+        return self.orig_starts[k] + (i - self.starts[k] if self.linear[k] else 0)
+
+    def original_end(self, i: int) -> int:
+        """Original offset of the end of a half-open folded range ending at ``i`` (> 0)."""
+        k = bisect_right(self.starts, i - 1) - 1
+        if self.linear[k]:
+            return self.orig_starts[k] + (i - self.starts[k])
+        return self.orig_ends[k]
+
+
+def _fold(text: str, nfc: bool = False) -> _Folded:
+    parts: list[str] = []
+    starts: list[int] = []
+    orig_starts: list[int] = []
+    orig_ends: list[int] = []
+    linear: list[bool] = []
+    size = 0
+
+    def add(piece: str, a: int, b: int) -> None:
+        nonlocal size
+        starts.append(size)
+        orig_starts.append(a)
+        orig_ends.append(b)
+        linear.append(len(piece) == b - a)
+        parts.append(piece)
+        size += len(piece)
+
+    def add_text(a: int, b: int) -> None:
+        segment = text[a:b]
+        if not nfc or unicodedata.is_normalized("NFC", segment):
+            add(segment, a, b)
+            return
+        # Compose each starter with the combining marks after it, one cluster at a time,
+        # so every folded character still maps to a place in the original.
+        i = a
+        while i < b:
+            j = i + 1
+            while j < b and unicodedata.combining(text[j]):
+                j += 1
+            add(unicodedata.normalize("NFC", text[i:j]), i, j)
+            i = j
+
+    pos = 0
+    for m in _CHANGED_WHITESPACE.finditer(text):
+        if m.start() > pos:
+            add_text(pos, m.start())
+        add(" ", m.start(), m.end())
+        pos = m.end()
+    if pos < len(text):
+        add_text(pos, len(text))
+    return _Folded("".join(parts), tuple(starts), tuple(orig_starts), tuple(orig_ends),
+                   tuple(linear))
+
+
+def fold_text(text: str) -> str:
+    """The form documents are compared in: whitespace runs collapsed, ends stripped."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+# --- locating ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Found:
+    """One occurrence of document ``doc`` (its index in the texts given) in the prompt.
+
+    ``start``/``end`` are half-open character offsets in the original prompt string;
+    ``truncated`` is True when only a prefix of the document was found.
+    """
+
+    doc: int
+    start: int
+    end: int
+    truncated: bool = False
+
+
+def _occurrences(haystack: str, needle: str) -> list[int]:
+    out: list[int] = []
+    i = haystack.find(needle)
+    while i >= 0:
+        out.append(i)
+        i = haystack.find(needle, i + len(needle))
+    return out
+
+
+def _longest_prefix(haystack: str, needle: str, min_len: int) -> int:
+    """Length of the longest prefix of ``needle`` (>= min_len) present in ``haystack``, or 0."""
+    if len(needle) < min_len or needle[:min_len] not in haystack:
+        return 0
+    lo, hi = min_len, len(needle)  # prefix of length lo is present; presence is monotone
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if needle[:mid] in haystack:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    group: int
+    start: int   # folded offsets
+    end: int
+    truncated: bool
+
+
+def _candidates(prompt: str, needles: Sequence[str], min_prefix: int) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    for g, needle in enumerate(needles):
+        hits = _occurrences(prompt, needle)
+        if hits:
+            out += [_Candidate(g, h, h + len(needle), False) for h in hits]
+            continue
+        length = _longest_prefix(prompt, needle, min_prefix) if len(needle) > min_prefix else 0
+        prefix = needle[:length].rstrip()
+        if length and len(prefix) >= min_prefix:
+            out += [_Candidate(g, h, h + len(prefix), True)
+                    for h in _occurrences(prompt, prefix)]
+    return out
+
+
+def _accept(candidates: list[_Candidate]) -> list[_Candidate]:
+    """Greedy non-overlapping choice: whole matches first, then longer, then earlier doc."""
+    order = sorted(candidates, key=lambda c: (c.truncated, -(c.end - c.start), c.group, c.start))
+    taken: list[tuple[int, int]] = []
+    accepted: list[_Candidate] = []
+    for c in order:
+        k = bisect_right(taken, (c.start, c.end))
+        if k > 0 and taken[k - 1][1] > c.start:
+            continue
+        if k < len(taken) and taken[k][0] < c.end:
+            continue
+        insort(taken, (c.start, c.end))
+        accepted.append(c)
+    return accepted
+
+
+def locate(prompt: str, texts: Sequence[str | None],
+           min_prefix: int = MIN_PREFIX_CHARS) -> list[Found]:
+    """Every occurrence of each text in ``prompt``, in prompt order (see the module doc)."""
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(texts):
+        if t:
+            key = fold_text(t)
+            if key:
+                groups.setdefault(key, []).append(i)
+    if not groups or not prompt:
+        return []
+    needles = list(groups)
+    members = list(groups.values())
+    folded = _fold(prompt)
+    accepted = _accept(_candidates(folded.text, needles, min_prefix))
+
+    missing = {g for g in range(len(needles))} - {c.group for c in accepted}
+    nfc_needed = missing and (not unicodedata.is_normalized("NFC", prompt) or any(
+        not unicodedata.is_normalized("NFC", needles[g]) for g in missing))
+    if nfc_needed:
+        folded = _fold(prompt, nfc=True)
+        nfc_needles = [fold_text(unicodedata.normalize("NFC", n)) for n in needles]
+        accepted = _accept(_candidates(folded.text, nfc_needles, min_prefix))
+
+    found: list[Found] = []
+    by_group: dict[int, list[_Candidate]] = {}
+    for c in sorted(accepted, key=lambda c: c.start):
+        by_group.setdefault(c.group, []).append(c)
+    for g, hits in by_group.items():
+        docs = members[g]
+        for j, c in enumerate(hits):
+            found.append(Found(docs[j % len(docs)], folded.original_start(c.start),
+                               folded.original_end(c.end), c.truncated))
+    found.sort(key=lambda f: (f.start, f.doc))
+    return found
+
+
+# --- citations -------------------------------------------------------------------------------
+
+def compile_citation_pattern(text: str) -> re.Pattern[str]:
+    """Compile a citation pattern, refusing one that cannot name a document."""
+    try:
+        pattern = re.compile(text, re.IGNORECASE)
+    except re.error as e:
+        raise InvalidCitationPattern(
+            f"{CITATION_PATTERN_ENV} is not a valid regular expression ({e}); fix it or unset "
+            "it to use the default") from e
+    if pattern.groups < 1:
+        raise InvalidCitationPattern(
+            f"{CITATION_PATTERN_ENV} must have a capturing group around the document key, "
+            r"e.g. \[(\d+)\]")
+    return pattern
+
+
+@lru_cache(maxsize=8)
+def _compiled(text: str) -> re.Pattern[str]:
+    return compile_citation_pattern(text)
+
+
+def citation_pattern(environ: Mapping[str, str] | None = None) -> re.Pattern[str]:
+    """The configured citation pattern: ``MIDTRACE_CITATION_PATTERN`` or the default."""
+    env = os.environ if environ is None else environ
+    return _compiled(env.get(CITATION_PATTERN_ENV) or DEFAULT_CITATION_PATTERN)
+
+
+def normalize_key(key: str) -> str:
+    """``Doc-3``, ``[source: 3]`` and ``3`` all become ``3``; other keys are lower-cased."""
+    k = key.strip().strip("\"'`").strip().lower()
+    stripped = _KEY_PREFIX.sub("", k, count=1).strip()
+    return stripped or k
+
+
+def _markers(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int, list[str]]]:
+    out = []
+    for m in pattern.finditer(text):
+        raw = next((g for g in m.groups() if g), None)
+        if raw is not None:
+            keys = [normalize_key(part) for part in _KEY_SPLIT.split(raw) if part.strip()]
+            if keys:
+                out.append((m.start(), m.end(), keys))
+    return out
+
+
+def citation_keys(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """The normalised keys of every citation marker in ``text``, in order of appearance."""
+    return [k for _, _, keys in _markers(text, pattern) for k in keys]
+
+
+def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
+                  pattern: re.Pattern[str]) -> list[str | None]:
+    """The label the prompt gives each placed span: the marker just before it.
+
+    Spans are ``(start, end)`` in prompt order. The label is looked for between the end of
+    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back). The
+    last marker there wins, except that a numeric marker on the same line before it wins
+    over a non-numeric one (``Document [3] (Title: Q3 [draft])`` is labelled 3).
+    """
+    labels: list[str | None] = []
+    prev_end = 0
+    for start, end in spans:
+        window = prompt[max(prev_end, start - LABEL_WINDOW_CHARS):start]
+        markers = _markers(window, pattern)
+        label = None
+        if markers:
+            last_start, _, last_keys = markers[-1]
+            label = last_keys[-1]
+            if not label.isdigit():
+                same_line = [k for s, e, keys in markers if "\n" not in window[e:last_start]
+                             for k in keys if k.isdigit()]
+                label = same_line[-1] if same_line else label
+        labels.append(label)
+        prev_end = max(prev_end, end)
+    return labels
+
+
+@dataclass(frozen=True)
+class Citations:
+    """What an answer cites: chunk ids in order of first citation, and unmatched keys."""
+
+    cited_ids: tuple[str, ...]
+    unresolved: tuple[str, ...]
+
+
+def resolve_citations(answer: str, placed_ids: Sequence[str], labels: Sequence[str | None],
+                      aliases: Mapping[str, Sequence[str]],
+                      pattern: re.Pattern[str]) -> Citations | None:
+    """Map the answer's citation markers to chunk ids; None when it has no marker at all.
+
+    ``placed_ids`` and ``labels`` are per placement in prompt order; ``aliases`` maps other
+    normalised names (chunk ids, source ids) to chunk ids.
+    """
+    keys = citation_keys(answer, pattern)
+    if not keys:
+        return None
+    by_label: dict[str, list[str]] = {}
+    for cid, label in zip(placed_ids, labels):
+        if label is not None:
+            by_label.setdefault(label, []).append(cid)
+    cited: list[str] = []
+    unresolved: list[str] = []
+    for key in keys:
+        ids = by_label.get(key) or list(aliases.get(key, ()))
+        if not ids and not by_label and key.isdigit() and 1 <= int(key) <= len(placed_ids):
+            ids = [placed_ids[int(key) - 1]]
+        if not ids:
+            if key not in unresolved:
+                unresolved.append(key)
+            continue
+        cited += [i for i in ids if i not in cited]
+    return Citations(tuple(cited), tuple(unresolved))

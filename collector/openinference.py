@@ -1,0 +1,370 @@
+"""OpenInference spans (Arize Phoenix's conventions) -> one RagRequest, with no app changes.
+
+Read (spec: github.com/Arize-ai/openinference, spec/semantic_conventions.md):
+
+- RETRIEVER spans: ``retrieval.documents.<i>.document.content|id|score|metadata``, in
+  retriever order; ``input.value`` as the query. A retriever that wraps another (LangChain's
+  ContextualCompressionRetriever, EnsembleRetriever) is read as a reranker over the
+  documents its inner retrievers returned.
+- RERANKER spans: ``reranker.input_documents.<i>.document.*``,
+  ``reranker.output_documents.<i>.document.*``, ``reranker.query``.
+- LLM spans: the prompt from ``llm.input_messages.<i>.message.content`` (or
+  ``message.contents.<j>.message_content.text``), else ``llm.prompts`` (completion APIs),
+  else ``input.value``; the answer from ``llm.output_messages``, ``llm.choices`` or
+  ``output.value``; ``llm.model_name``, ``llm.token_count.prompt``, ``llm.cost.total``.
+- Any span: ``llm.prompt_template.template|version`` and ``prompt.id`` (LangChain records
+  the template on its PROMPT span), and the root chain's ``input.value`` as the question.
+
+The span kind is ``openinference.span.kind``; a span that lost it (the SDK drops the oldest
+attributes first once a span passes 128) is recognised by its attribute names instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from collector.attr_values import identifier, indexed, integer, json_value, number, source_id, string
+from collector.inferred import Document, LlmCall, Observation, Ranking, assemble
+from collector.locate import citation_pattern
+from schemas.model import RagRequest
+from schemas.otlp import SpanRecord
+
+SPAN_KIND = "openinference.span.kind"
+INPUT_VALUE = "input.value"
+INPUT_MIME_TYPE = "input.mime_type"
+OUTPUT_VALUE = "output.value"
+RETRIEVAL_DOCUMENTS = "retrieval.documents"
+RERANKER_INPUT_DOCUMENTS = "reranker.input_documents"
+RERANKER_OUTPUT_DOCUMENTS = "reranker.output_documents"
+RERANKER_QUERY = "reranker.query"
+DOCUMENT_CONTENT = "document.content"
+DOCUMENT_ID = "document.id"
+DOCUMENT_SCORE = "document.score"
+DOCUMENT_METADATA = "document.metadata"
+LLM_INPUT_MESSAGES = "llm.input_messages"
+LLM_OUTPUT_MESSAGES = "llm.output_messages"
+MESSAGE_ROLE = "message.role"
+MESSAGE_CONTENT = "message.content"
+MESSAGE_CONTENTS = "message.contents"
+MESSAGE_CONTENT_TEXT = "message_content.text"
+LLM_PROMPTS = "llm.prompts"
+PROMPT_TEXT = "prompt.text"
+LLM_CHOICES = "llm.choices"
+COMPLETION_TEXT = "completion.text"
+LLM_MODEL_NAME = "llm.model_name"
+LLM_RESPONSE_MODEL_NAME = "llm.response.model_name"
+LLM_REQUEST_MODEL_NAME = "llm.request.model_name"
+LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
+LLM_COST_TOTAL = "llm.cost.total"
+PROMPT_TEMPLATE = "llm.prompt_template.template"
+PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
+PROMPT_ID = "prompt.id"
+
+# What this normalizer reads, for docs/zero-code.md (a test checks each one is documented).
+ATTRIBUTES_READ: tuple[str, ...] = (
+    SPAN_KIND, INPUT_VALUE, INPUT_MIME_TYPE, OUTPUT_VALUE,
+    f"{RETRIEVAL_DOCUMENTS}.<i>.{DOCUMENT_CONTENT}", f"{RETRIEVAL_DOCUMENTS}.<i>.{DOCUMENT_ID}",
+    f"{RETRIEVAL_DOCUMENTS}.<i>.{DOCUMENT_SCORE}", f"{RETRIEVAL_DOCUMENTS}.<i>.{DOCUMENT_METADATA}",
+    f"{RERANKER_INPUT_DOCUMENTS}.<i>.document.*", f"{RERANKER_OUTPUT_DOCUMENTS}.<i>.document.*",
+    RERANKER_QUERY,
+    f"{LLM_INPUT_MESSAGES}.<i>.{MESSAGE_ROLE}", f"{LLM_INPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}",
+    f"{LLM_INPUT_MESSAGES}.<i>.{MESSAGE_CONTENTS}.<j>.{MESSAGE_CONTENT_TEXT}",
+    f"{LLM_OUTPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}", f"{LLM_PROMPTS}.<i>.{PROMPT_TEXT}",
+    f"{LLM_CHOICES}.<i>.{COMPLETION_TEXT}", LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME,
+    LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_COST_TOTAL, PROMPT_TEMPLATE,
+    PROMPT_TEMPLATE_VERSION, PROMPT_ID,
+)
+
+_LLM_PREFIXES = (LLM_INPUT_MESSAGES + ".", LLM_OUTPUT_MESSAGES + ".", LLM_PROMPTS, LLM_CHOICES)
+_NOT_ROOT_KINDS = {"RETRIEVER", "RERANKER", "LLM", "EMBEDDING", "PROMPT", "TOOL"}
+_QUESTION_KEYS = ("question", "query", "input", "user_input", "message", "text")
+
+
+def span_kind(span: SpanRecord) -> str | None:
+    """The OpenInference kind of a span, or None when it is not an OpenInference span."""
+    attrs = span.attributes
+    kind = string(attrs, SPAN_KIND)
+    if kind:
+        return kind.upper()
+    keys = attrs.keys()
+    if any(k.startswith(RETRIEVAL_DOCUMENTS + ".") for k in keys):
+        return "RETRIEVER"
+    if any(k.startswith("reranker.") for k in keys):
+        return "RERANKER"
+    if LLM_MODEL_NAME in attrs or any(k.startswith(_LLM_PREFIXES) for k in keys):
+        return "LLM"
+    return None
+
+
+# --- documents -------------------------------------------------------------------------------
+
+def _document(row: Mapping[str, Any]) -> Document:
+    def get(name: str) -> Any:
+        value = row.get(f"document.{name}")
+        return row.get(name) if value is None else value
+
+    text = get("content")
+    return Document(
+        text=text if isinstance(text, str) else None,
+        doc_id=identifier(get("id")),
+        score=number(get("score")),
+        source_id=source_id(json_value(get("metadata"))),
+    )
+
+
+def documents(attrs: Mapping[str, Any], prefix: str) -> tuple[tuple[int, Document], ...]:
+    """``(rank, document)`` for each document listed under ``prefix``, rank 1-based."""
+    rows: Mapping[int, Mapping[str, Any]] = indexed(attrs, prefix)
+    if not rows:
+        root = json_value(attrs.get(prefix))
+        if isinstance(root, list):
+            rows = {i: d for i, d in enumerate(root) if isinstance(d, Mapping)}
+    docs = ((i + 1, _document(rows[i])) for i in sorted(rows))
+    return tuple((rank, d) for rank, d in docs if d.chunk_id is not None)
+
+
+# --- messages --------------------------------------------------------------------------------
+
+def _parts_text(parts: Any) -> str | None:
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping):
+            text = part.get(MESSAGE_CONTENT_TEXT, part.get("text"))
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts) if texts else None
+
+
+def _message(row: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    role = row.get(MESSAGE_ROLE)
+    content = row.get(MESSAGE_CONTENT)
+    if not isinstance(content, str):
+        nested = indexed(row, MESSAGE_CONTENTS)
+        content = _parts_text([nested[j] for j in sorted(nested)] if nested
+                              else row.get(MESSAGE_CONTENTS))
+    return (role if isinstance(role, str) else None), content
+
+
+def messages(attrs: Mapping[str, Any], prefix: str) -> list[tuple[str | None, str]]:
+    """``(role, text)`` of each message under ``prefix`` that has text."""
+    rows = indexed(attrs, prefix)
+    listed: list[Mapping[str, Any]] = [rows[i] for i in sorted(rows)]
+    if not listed:
+        root = json_value(attrs.get(prefix))
+        listed = [m for m in root if isinstance(m, Mapping)] if isinstance(root, list) else []
+    out = []
+    for row in listed:
+        role, text = _message(row)
+        if text is not None:
+            out.append((role, text))
+    return out
+
+
+def _listed_texts(attrs: Mapping[str, Any], prefix: str, leaf: str) -> list[str]:
+    value = json_value(attrs.get(prefix))
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    rows = indexed(attrs, prefix)
+    return [rows[i][leaf] for i in sorted(rows) if isinstance(rows[i].get(leaf), str)]
+
+
+def _serialized_message(m: Any) -> tuple[str | None, str | None]:
+    """A message as LangChain serialises it into input.value, or as a chat API takes it."""
+    if not isinstance(m, Mapping):
+        return None, None
+    kwargs = m.get("kwargs")
+    body: Mapping[str, Any] = kwargs if isinstance(kwargs, Mapping) else m
+    role = body.get("role") or body.get("type")
+    return (role if isinstance(role, str) else None), _parts_text(body.get("content"))
+
+
+def _prompt_from_input(attrs: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    raw = string(attrs, INPUT_VALUE)
+    if raw is None:
+        return []
+    data = json_value(raw) if raw.lstrip()[:1] in ("{", "[") else None
+    if data is None:
+        return [("user", raw)]
+    if not isinstance(data, Mapping):
+        return []
+    listed = data.get("messages")
+    if isinstance(listed, list) and listed and isinstance(listed[0], list):
+        listed = listed[0]
+    if isinstance(listed, list):
+        pairs = [_serialized_message(m) for m in listed]
+        return [(r, t) for r, t in pairs if t is not None]
+    prompts = data.get("prompts")
+    if isinstance(prompts, list):
+        return [("user", p) for p in prompts if isinstance(p, str)]
+    prompt = data.get("prompt")
+    return [("user", prompt)] if isinstance(prompt, str) else []
+
+
+def _answer(attrs: Mapping[str, Any]) -> str | None:
+    out = messages(attrs, LLM_OUTPUT_MESSAGES)
+    if out:
+        return out[0][1]
+    choices = _listed_texts(attrs, LLM_CHOICES, COMPLETION_TEXT)
+    if choices:
+        return choices[0]
+    raw = string(attrs, OUTPUT_VALUE)
+    data = json_value(raw) if raw is not None and raw.lstrip()[:1] in ("{", "[") else None
+    if not isinstance(data, Mapping):
+        return raw
+    generations = data.get("generations")
+    if isinstance(generations, list) and generations and isinstance(generations[0], list):
+        first = generations[0][0] if generations[0] else None
+        if isinstance(first, Mapping) and isinstance(first.get("text"), str):
+            return str(first["text"])
+    api_choices = data.get("choices")
+    if isinstance(api_choices, list) and api_choices and isinstance(api_choices[0], Mapping):
+        first_choice = api_choices[0]
+        message = first_choice.get("message")
+        if isinstance(message, Mapping):
+            return _parts_text(message.get("content"))
+        if isinstance(first_choice.get("text"), str):
+            return str(first_choice["text"])
+    return None
+
+
+def llm_call(span: SpanRecord) -> LlmCall:
+    """What an OpenInference LLM span says about its call."""
+    attrs = span.attributes
+    conversation = messages(attrs, LLM_INPUT_MESSAGES)
+    if not conversation:
+        conversation = [("user", p) for p in _listed_texts(attrs, LLM_PROMPTS, PROMPT_TEXT)]
+    if not conversation:
+        conversation = _prompt_from_input(attrs)
+    prompt = "\n\n".join(text for _, text in conversation) if conversation else None
+    user = [text for role, text in conversation if role in ("user", "human")]
+    return LlmCall(
+        span=span,
+        prompt=prompt,
+        answer=_answer(attrs),
+        model=(string(attrs, LLM_MODEL_NAME) or string(attrs, LLM_RESPONSE_MODEL_NAME)
+               or string(attrs, LLM_REQUEST_MODEL_NAME)),
+        prompt_tokens=integer(attrs, LLM_TOKEN_COUNT_PROMPT),
+        cost_usd=number(attrs.get(LLM_COST_TOTAL)),
+        user_text=user[-1] if user else None,
+    )
+
+
+# --- the trace -------------------------------------------------------------------------------
+
+def _query(attrs: Mapping[str, Any]) -> str | None:
+    raw = string(attrs, INPUT_VALUE)
+    if raw is None:
+        return None
+    if attrs.get(INPUT_MIME_TYPE) == "application/json" or raw.lstrip()[:1] == "{":
+        data = json_value(raw)
+        if isinstance(data, Mapping):
+            return next((data[k] for k in _QUESTION_KEYS if isinstance(data.get(k), str)), None)
+        if isinstance(data, str):
+            return data
+        return None if attrs.get(INPUT_MIME_TYPE) == "application/json" else raw
+    return raw
+
+
+def _ancestors(span: SpanRecord, by_id: Mapping[str, SpanRecord]) -> list[SpanRecord]:
+    out: list[SpanRecord] = []
+    seen = {span.span_id}
+    parent = span.parent_span_id
+    while parent and parent in by_id and parent not in seen:
+        seen.add(parent)
+        out.append(by_id[parent])
+        parent = by_id[parent].parent_span_id
+    return out
+
+
+def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
+              by_id: Mapping[str, SpanRecord]) -> tuple[list[Ranking], list[Ranking]]:
+    wrapping: dict[str, list[SpanRecord]] = {}
+    retriever_ids = {s.span_id for s in retrievers}
+    for s in retrievers:
+        for a in _ancestors(s, by_id):
+            if a.span_id in retriever_ids:
+                wrapping.setdefault(a.span_id, []).append(s)
+    retrievals, reranks = [], []
+    for s in retrievers:
+        docs = documents(s.attributes, RETRIEVAL_DOCUMENTS)
+        if s.span_id in wrapping:
+            inner = tuple(d for r in wrapping[s.span_id] if r.span_id not in wrapping
+                          for _, d in documents(r.attributes, RETRIEVAL_DOCUMENTS))
+            reranks.append(Ranking(s, docs, _query(s.attributes), inner))
+        elif docs:
+            retrievals.append(Ranking(s, docs, _query(s.attributes)))
+    for s in rerankers:
+        attrs = s.attributes
+        reranks.append(Ranking(
+            s, documents(attrs, RERANKER_OUTPUT_DOCUMENTS), string(attrs, RERANKER_QUERY),
+            tuple(d for _, d in documents(attrs, RERANKER_INPUT_DOCUMENTS))))
+    return retrievals, reranks
+
+
+def _root_question(spans: Sequence[tuple[SpanRecord, str]],
+                   by_id: Mapping[str, SpanRecord]) -> str | None:
+    kinds = {s.span_id: k for s, k in spans}
+    roots = [s for s, k in spans if k not in _NOT_ROOT_KINDS
+             and not any(a.span_id in kinds for a in _ancestors(s, by_id))]
+    for s in sorted(roots, key=lambda s: (s.start_ns, -s.end_ns, s.span_id)):
+        question = _query(s.attributes)
+        if question:
+            return question
+    return None
+
+
+def _template(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
+    with_template = sorted((s for s in spans if string(s.attributes, PROMPT_TEMPLATE)),
+                           key=lambda s: (s.end_ns, s.span_id))
+    prompt_id = next((string(s.attributes, PROMPT_ID) for s in sorted(
+        spans, key=lambda s: (s.end_ns, s.span_id), reverse=True)
+        if string(s.attributes, PROMPT_ID)), None)
+    if not with_template:
+        return prompt_id, None
+    last = with_template[-1].attributes
+    template = string(last, PROMPT_TEMPLATE) or ""
+    template_id = prompt_id or "sha256:" + hashlib.sha256(template.encode()).hexdigest()[:16]
+    return template_id, string(last, PROMPT_TEMPLATE_VERSION)
+
+
+def normalize_openinference(spans: Sequence[SpanRecord],
+                            pattern: re.Pattern[str] | None = None) -> RagRequest | None:
+    """The RAG request an OpenInference-instrumented trace describes, or None.
+
+    None when no span of the trace is an OpenInference retriever or reranker with
+    documents. Pure: the same spans in any order give the same request.
+    """
+    kinded = [(s, k) for s in spans if (k := span_kind(s)) is not None]
+    if not kinded:
+        return None
+    by_id = {s.span_id: s for s in spans}
+    ordered = sorted(kinded, key=lambda sk: (sk[0].start_ns, sk[0].span_id))
+    retrievals, reranks = _rankings([s for s, k in ordered if k == "RETRIEVER"],
+                                    [s for s, k in ordered if k == "RERANKER"], by_id)
+    if not retrievals and not reranks:
+        return None
+    warnings = []
+    if len(retrievals) > 1:
+        warnings.append(f"{len(retrievals)} retriever spans; each chunk's retrieval rank is "
+                        "from the first retriever that returned it")
+    template_id, template_version = _template(spans)
+    observation = Observation(
+        convention="openinference",
+        retrievals=tuple(retrievals),
+        reranks=tuple(reranks),
+        calls=tuple(llm_call(s) for s, k in ordered if k == "LLM"),
+        question=_root_question(ordered, by_id),
+        template_id=template_id,
+        template_version=template_version,
+        warnings=tuple(warnings),
+    )
+    return assemble(spans, observation, pattern or citation_pattern())

@@ -1,0 +1,137 @@
+"""OTel GenAI semantic-convention traces, built through the real SDK, read by midtrace."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+
+from collector.genai import normalize_genai
+from collector.openinference import normalize_openinference
+from schemas.model import RagRequest
+from tests.zero_code import provider_with, records
+
+DOCS: list[dict[str, Any]] = [
+    {"id": "faq-12", "score": 0.91, "content": "Orders ship within two business days."},
+    {"id": "faq-07", "score": 0.85, "content": "Returns are accepted within 14 days."},
+    {"id": "faq-31", "score": None, "content": "Gift cards never expire."},
+    {"id": "faq-02", "score": 0.40, "content": "We ship to 30 countries."},
+]
+QUESTION = "How long do I have to return something?"
+
+
+def system_prompt(order: Sequence[int]) -> str:
+    return "Answer from these sources:\n" + "\n".join(
+        f"[{n}] {DOCS[i]['content']}" for n, i in enumerate(order, start=1))
+
+
+def send(tracer: Tracer, documents: Sequence[dict[str, Any]], order: Sequence[int],
+         answer: str) -> None:
+    messages = [{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]
+    output = [{"role": "assistant", "parts": [{"type": "text", "content": answer}],
+               "finish_reason": "stop"}]
+    system = [{"type": "text", "content": system_prompt(order)}]
+    with tracer.start_as_current_span("invoke_agent support"):
+        with tracer.start_as_current_span("retrieval kb") as span:
+            span.set_attributes({
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.data_source.id": "kb",
+                "gen_ai.request.top_k": 4.0,
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": json.dumps(documents),
+            })
+        with tracer.start_as_current_span("chat gpt-4o") as span:
+            span.set_attributes({
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.response.model": "gpt-4o-2024-08-06",
+                "gen_ai.usage.input_tokens": 120,
+                "gen_ai.usage.output_tokens": 9,
+                "gen_ai.conversation.id": "conv-1",
+                "gen_ai.system_instructions": json.dumps(system),
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.output.messages": json.dumps(output),
+            })
+
+
+def normalized(documents: Sequence[dict[str, Any]] = DOCS, order: Sequence[int] = (1, 0, 2),
+               answer: str = "Within 14 days [1].") -> RagRequest:
+    exporter = InMemorySpanExporter()
+    provider = provider_with(exporter, service="genai-bot")
+    send(provider.get_tracer("test"), documents, order, answer)
+    provider.shutdown()
+    spans = records(exporter.get_finished_spans())
+    assert normalize_openinference(spans) is None
+    request = normalize_genai(spans)
+    assert request is not None
+    return request
+
+
+def test_retrieved_documents_keep_their_ids_ranks_and_scores() -> None:
+    request = normalized()
+    chunks = request.record.chunks
+    assert [(c.id, c.retrieval_rank, c.retrieval_score) for c in chunks] == [
+        ("faq-12", 1, 0.91), ("faq-07", 2, 0.85), ("faq-31", 3, None), ("faq-02", 4, 0.40)]
+    assert request.convention == "genai" and request.service == "genai-bot"
+    assert request.record.question == QUESTION and request.record.model == "gpt-4o"
+
+
+def test_prompt_order_offsets_and_tokens_come_from_the_chat_span() -> None:
+    record = normalized().record
+    prompt = system_prompt((1, 0, 2)) + "\n\n" + QUESTION
+    assert record.prompt_chars == len(prompt) and record.prompt_tokens == 120
+    assert [p.chunk_id for p in record.placements] == ["faq-07", "faq-12", "faq-31"]
+    for p in record.placements:
+        text = next(d["content"] for d in DOCS if d["id"] == p.chunk_id)
+        assert str(text) == prompt[p.char_start:p.char_end]
+        assert p.token_start == int((p.char_start or 0) * 120 / len(prompt))
+        assert p.token_end == math.ceil((p.char_end or 0) * 120 / len(prompt))
+    assert {c.id: c.stage for c in record.chunks}["faq-02"] == "dropped"
+
+
+def test_the_cited_source_is_marked() -> None:
+    record = normalized(answer="You have 14 days [1]; gift cards never expire [3].").record
+    assert record.cited_ids == ("faq-07", "faq-31")
+    assert {c.id: c.cited for c in record.chunks} == {
+        "faq-12": False, "faq-07": True, "faq-31": True, "faq-02": False}
+    assert record.answer == "You have 14 days [1]; gift cards never expire [3]."
+
+
+def test_documents_without_text_stay_retrieved_with_a_warning() -> None:
+    bare = [{"id": d["id"], "score": d["score"]} for d in DOCS]
+    request = normalized(documents=bare)
+    assert {c.stage for c in request.record.chunks} == {"retrieved"}
+    assert request.record.placements == ()
+    assert any("content" in w for w in request.warnings)
+    assert request.record.answer == "Within 14 days [1]."
+
+
+def test_integer_ids_a_text_field_and_legacy_prompt_attributes_are_read() -> None:
+    exporter = InMemorySpanExporter()
+    provider = provider_with(exporter)
+    tracer = provider.get_tracer("test")
+    prompt = "Context:\n" + "\n".join(str(d["content"]) for d in DOCS[:2]) + "\nQ: " + QUESTION
+    with tracer.start_as_current_span("rag"):
+        with tracer.start_as_current_span("retrieve") as span:
+            span.set_attributes({"gen_ai.operation.name": "retrieval",
+                                 "gen_ai.retrieval.documents": json.dumps(
+                                     [{"id": 3, "text": DOCS[0]["content"]},
+                                      {"id": 4, "text": DOCS[1]["content"]}])})
+        with tracer.start_as_current_span("openai.chat") as span:
+            span.set_attributes({"gen_ai.request.model": "gpt-3.5-turbo",
+                                 "gen_ai.usage.prompt_tokens": 60,
+                                 "gen_ai.prompt.0.role": "user",
+                                 "gen_ai.prompt.0.content": prompt,
+                                 "gen_ai.completion.0.role": "assistant",
+                                 "gen_ai.completion.0.content": "Two days."})
+    provider.shutdown()
+    request = normalize_genai(records(exporter.get_finished_spans()))
+    assert request is not None
+    assert [p.chunk_id for p in request.record.placements] == ["3", "4"]
+    assert request.record.prompt_tokens == 60 and request.record.answer == "Two days."
+    assert request.record.cited_ids is None

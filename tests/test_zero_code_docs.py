@@ -1,0 +1,29 @@
+"""docs/zero-code.md names every attribute and setting the zero-code normalizers use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collector import genai, openinference
+from collector.attr_values import SOURCE_KEYS
+from collector.locate import CITATION_PATTERN_ENV, DEFAULT_CITATION_PATTERN, MIN_PREFIX_CHARS
+
+DOC = (Path(__file__).parent.parent / "docs" / "zero-code.md").read_text()
+
+
+@pytest.mark.parametrize("name", openinference.ATTRIBUTES_READ + genai.ATTRIBUTES_READ
+                         + SOURCE_KEYS)
+def test_every_attribute_read_is_documented(name: str) -> None:
+    assert f"`{name}`" in DOC
+
+
+def test_the_citation_setting_and_its_default_are_documented() -> None:
+    assert f"`{CITATION_PATTERN_ENV}`" in DOC
+    assert DEFAULT_CITATION_PATTERN in DOC
+
+
+def test_the_attribute_limit_and_truncation_threshold_are_documented() -> None:
+    assert "OTEL_ATTRIBUTE_COUNT_LIMIT" in DOC and "128" in DOC
+    assert f"at least {MIN_PREFIX_CHARS} characters" in DOC
