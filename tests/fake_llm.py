@@ -78,7 +78,7 @@ class FakeLLM:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
         self.auth: list[str | None] = []
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def handle(self, path: str, body: bytes, headers: object) -> tuple[int, dict, dict]:
