@@ -7,8 +7,10 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,9 @@ def test_strategies_rescue_middle_ranked_evidence(tmp_path: Path, llm: FakeLLM,
                                 from requests join request_outcomes o using (trace_id)
                                 group by all""")
     assert len(recorded) == 20 and all(n == 2 for *_, n in recorded)
+    # no usage from this endpoint: prompt tokens estimated as characters / 4
+    assert rows(db_path, "select count(*) from requests where prompt_tokens = ceil(prompt_chars / 4)"
+                ) == [(40,)]
     assert {(s, c) for s, c, ok, _ in recorded if ok} == \
         {(s, f"rank_{r}") for s, ranks in EXPECTED_BY_STRATEGY.items() for r in ranks}
 
@@ -252,6 +257,55 @@ def test_resume_after_a_kill_records_every_condition_once(tmp_path: Path, llm: F
     third = subprocess.run(MIDTRACE + args, capture_output=True, text=True, timeout=60)
     assert third.returncode == 0 and "40 already recorded, 0 to run" in third.stderr
     assert "rank_3" in third.stdout  # the summary covers the whole experiment
+
+
+def test_a_call_recorded_but_not_journaled_stays_one_request(tmp_path: Path, llm: FakeLLM,
+                                                            db_path: Path) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", [single_case(0)])
+    args = ["--cases", str(cases), "--endpoint", llm.url, "--model", "m", "--db", str(db_path),
+            "--experiment", "e", "--ranks", "1,2"]
+    assert sweep(*args).exit_code == 0
+    journal = tmp_path / ".midtrace" / "sweeps" / "e.jsonl"
+    header, first, second = journal.read_text().splitlines()
+    journal.write_text(header + "\n" + first + "\n")  # as if killed before the second line
+    again = sweep(*args)
+    assert again.exit_code == 0 and "1 already recorded, 1 to run" in again.stderr
+    assert llm.attempts == 3
+    assert rows(db_path, "select condition, count(*) from requests group by all order by 1") == \
+        [("rank_1", 1), ("rank_2", 1)]
+    trace_id = json.loads(second)["trace_id"]
+    assert rows(db_path, "select count(*) from spans where trace_id = ?", [trace_id]) == [(2,)]
+    assert rows(db_path, "select count(*) from request_outcomes") == [(2,)]
+
+
+def test_token_goes_to_the_collector_as_a_bearer_header(tmp_path: Path, llm: FakeLLM) -> None:
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append((self.path, self.headers.get("Authorization"),
+                         self.headers.get("Content-Type")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        cases = write_cases(tmp_path / "cases.jsonl", [single_case(0)])
+        result = sweep("--cases", str(cases), "--endpoint", llm.url, "--model", "m", "--ranks", "1",
+                       "--url", f"http://127.0.0.1:{server.server_port}", "--token", "s3cret")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 0, result.output
+    assert seen == [("/v1/traces", "Bearer s3cret", "application/x-protobuf")]
 
 
 def test_db_held_by_a_collector_is_refused_plainly(tmp_path: Path, llm: FakeLLM,

@@ -52,7 +52,7 @@ class RetryPolicy:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
         base = min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
-        return base * (0.5 + random.random() / 2)
+        return float(base * (0.5 + random.random() / 2))
 
 
 @dataclass(frozen=True)
