@@ -73,7 +73,7 @@ def test_summary_per_slot_delta_buried_and_consistency() -> None:
     text = to_text(summary)
     assert "strategy edge (1 calls)" in text
     assert "buried-evidence failure rate 33% (1 of 3 cases)" in text
-    assert "rank_3             3    33%  [6%, 79%]  slot 3" in text
+    assert "rank_3             3    33%  [  6%,  79%]  slot 3" in text
     json.dumps(summary.to_json())
 
 

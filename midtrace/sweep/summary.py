@@ -193,12 +193,12 @@ def summarise(experiment: str, model: str, strategies: Sequence[str],
 # --- text -----------------------------------------------------------------------------------
 
 def _pct(x: float | None) -> str:
-    return "   -" if x is None else f"{100 * x:4.0f}%"
+    return "   -" if x is None else f"{100 * x:3.0f}%"
 
 
 def _row(label: str, r: Rate, extra: str = "") -> str:
     lo, hi = r.interval
-    return f"  {label:<14} {r.n:>5} {_pct(r.value):>6}  [{_pct(lo).strip()}, {_pct(hi).strip()}]{extra}"
+    return f"  {label:<14} {r.n:>5} {_pct(r.value):>6}  [{_pct(lo)}, {_pct(hi)}]{extra}"
 
 
 def _slots(values: list[int]) -> str:
