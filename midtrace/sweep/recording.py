@@ -79,7 +79,10 @@ class StoreSink:
         check = check_spans(encode_sdk_spans(spans))
         if check.rejected:
             raise RecordError(f"spans refused: {check.message}")
-        self._store.write([WriteJob(spans=check.accepted)])
+        try:
+            self._store.write([WriteJob(spans=check.accepted)])
+        except Exception as e:  # a failed write is rolled back; the journal must not move on
+            raise RecordError(f"cannot write to {self.path}: {e}") from e
 
     def close(self) -> None:
         self._store.close()
