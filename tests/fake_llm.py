@@ -1,0 +1,113 @@
+"""A stand-in for an OpenAI-compatible chat completions endpoint, answering by a rule.
+
+The only stand-in in the sweep tests: no hosted model is reachable from a test. It listens
+on a free loopback port, reads the documents out of the prompt (``Document [i] ...``) and
+answers by a position-dependent rule: it "sees" only the documents at the slots the rule
+names, reports the fact (``ANSWER: ...``) of every decisive document (marked ``KEYFACT``)
+it sees with a citation, and otherwise repeats the first document's text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MARKER = "KEYFACT"
+DOC = re.compile(r"^Document \[(\d+)\](?:\(Title: [^)]*\))? (.*)$", re.MULTILINE)
+FACT = re.compile(r"ANSWER: ([^.]+)")
+
+Rule = Callable[[int, int], bool]  # (slot, k) -> does the model read that slot?
+
+
+def first_two_and_last(slot: int, k: int) -> bool:
+    return slot in (1, 2, k)
+
+
+def first_and_last(slot: int, k: int) -> bool:
+    return slot in (1, k)
+
+
+def answer_for(prompt: str, sees: Rule) -> str:
+    docs = [(int(i), text) for i, text in DOC.findall(prompt)]
+    k = len(docs)
+    facts = [f"{FACT.search(text)[1]} [{i}]" for i, text in docs  # type: ignore[index]
+             if MARKER in text and sees(i, k)]
+    if facts:
+        return "The answer is " + " and ".join(facts) + "."
+    return docs[0][1] if docs else "I do not know."
+
+
+@dataclass
+class FakeLLM:
+    rule: Rule = first_two_and_last
+    delay: float = 0.0
+    usage_ratio: float | None = None  # report usage.prompt_tokens = chars * ratio
+    statuses: list[int] = field(default_factory=list)  # answered, in order, before any 200
+    attempts: int = 0
+    prompts: list[str] = field(default_factory=list)
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, payload, headers = fake.handle(self.path, body, self.headers)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        self.auth: list[str | None] = []
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def handle(self, path: str, body: bytes, headers: object) -> tuple[int, dict, dict]:
+        with self._lock:
+            self.attempts += 1
+            self.auth.append(headers.get("Authorization"))  # type: ignore[attr-defined]
+            status = self.statuses.pop(0) if self.statuses else 200
+        if path != "/v1/chat/completions":
+            return 404, {"error": {"message": f"no route {path}"}}, {}
+        if status == 429:
+            return 429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"}
+        if status != 200:
+            return status, {"error": {"message": "injected failure"}}, {}
+        if self.delay:
+            time.sleep(self.delay)
+        request = json.loads(body)
+        prompt = request["messages"][-1]["content"]
+        with self._lock:
+            self.prompts.append(prompt)
+        payload: dict = {"id": "chatcmpl-test", "object": "chat.completion",
+                         "model": request["model"],
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant",
+                                                  "content": answer_for(prompt, self.rule)}}]}
+        if self.usage_ratio is not None:
+            payload["usage"] = {"prompt_tokens": int(len(prompt) * self.usage_ratio),
+                                "completion_tokens": 7}
+        return 200, payload, {}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
