@@ -249,7 +249,8 @@ def prompt_ranks(name: str, n: int) -> tuple[int, ...]:
 
 
 def _check_permutation(name: str, ranked: list[Ranked[Any]], result: list[Any]) -> None:
-    if len(result) != len(ranked) or sorted(id(r) for r in result) != sorted(id(r) for r in ranked):
+    given = sorted(id(r) for r in ranked)
+    if len(result) != len(ranked) or sorted(id(r) for r in result) != given:
         raise StrategyError(
             f"strategy {name!r} must return the entries it was given, each once, reordered "
             f"(got {len(result)} entries for {len(ranked)})")
