@@ -86,6 +86,8 @@ Strategy = Callable[[Sequence[Ranked[Any]]], Sequence[Ranked[Any]]]
 
 
 # --- the built-in strategies: each takes a list in rank order and returns it reordered ------
+# The positional ones accept any sequence; doc_order_within_source needs Ranked entries
+# (made by rank() or pack()), since it reads each entry's source and source position.
 
 def score_order(ranked: Sequence[S]) -> list[S]:
     """Rank order as given."""
