@@ -86,6 +86,8 @@ Strategy = Callable[[Sequence[Ranked[Any]]], Sequence[Ranked[Any]]]
 
 
 # --- the built-in strategies: each takes a list in rank order and returns it reordered ------
+# The positional ones accept any sequence; doc_order_within_source needs Ranked entries
+# (made by rank() or pack()), since it reads each entry's source and source position.
 
 def score_order(ranked: Sequence[S]) -> list[S]:
     """Rank order as given."""
@@ -249,7 +251,8 @@ def prompt_ranks(name: str, n: int) -> tuple[int, ...]:
 
 
 def _check_permutation(name: str, ranked: list[Ranked[Any]], result: list[Any]) -> None:
-    if len(result) != len(ranked) or sorted(id(r) for r in result) != sorted(id(r) for r in ranked):
+    given = sorted(id(r) for r in ranked)
+    if len(result) != len(ranked) or sorted(id(r) for r in result) != given:
         raise StrategyError(
             f"strategy {name!r} must return the entries it was given, each once, reordered "
             f"(got {len(result)} entries for {len(ranked)})")
