@@ -57,8 +57,14 @@ host_option = click.option("--host", envvar="MIDTRACE_HOST", show_envvar=True, d
               help="Export batches the writer may hold before answering 503 Retry-After.")
 def collector(db: Path, host: str, http_port: int, max_body_mb: int, queue_size: int) -> None:
     """Receive OTLP traces and outcomes and store them in DB."""
+    from collector.locate import InvalidCitationPattern, citation_pattern
     from collector.server import CollectorSettings, run
     from collector.store import StoreError
+
+    try:
+        citation_pattern()
+    except InvalidCitationPattern as e:
+        _fail(f"MIDTRACE_CITATION_PATTERN: {e}", EXIT_USAGE)
 
     settings = CollectorSettings(db=str(db), host=host, http_port=http_port,
                                  max_body_bytes=max_body_mb * 1024 * 1024, queue_size=queue_size)

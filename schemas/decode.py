@@ -314,12 +314,24 @@ def _merge_records(records: Sequence[RagRecord]) -> RagRecord:
     merged = records[0]
     for rec in records[1:]:
         updates = {f.name: getattr(rec, f.name) for f in fields(rec)
-                   if f.name not in ("chunks", "placements") and getattr(rec, f.name) is not None}
+                   if f.name not in ("chunks", "placements", "outcome")
+                   and getattr(rec, f.name) is not None}
+        updates["outcome"] = _merge_outcomes(merged.outcome, rec.outcome)
         if rec.chunks:
             updates["chunks"] = rec.chunks
             updates["placements"] = rec.placements
         merged = replace(merged, **updates)
     return merged
+
+
+def _merge_outcomes(old: Outcome | None, new: Outcome | None) -> Outcome | None:
+    """Outcome attributes on two spans merge field by field; the later span wins a field."""
+    from dataclasses import fields, replace
+
+    if old is None or new is None:
+        return old or new
+    return replace(old, **{f.name: getattr(new, f.name) for f in fields(new)
+                           if getattr(new, f.name) is not None})
 
 
 def decode_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:

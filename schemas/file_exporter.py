@@ -21,11 +21,24 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from schemas.otlp import encode_sdk_spans, request_to_json
 
 
+class _GzipText(io.TextIOWrapper):
+    """Text over gzip over a file, closing all three: GzipFile leaves a passed file open."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        super().__init__(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0),
+                         encoding="utf-8", newline="\n")
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def open_text_for_write(path: Path) -> IO[str]:
     if path.suffix == ".gz":
-        raw = open(path, "wb")
-        gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
-        return io.TextIOWrapper(gz, encoding="utf-8", newline="\n")
+        return _GzipText(open(path, "wb"))
     return open(path, "w", encoding="utf-8", newline="\n")
 
 

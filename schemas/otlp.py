@@ -80,23 +80,39 @@ def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
         raise PayloadError(f"body is not a protobuf ExportTraceServiceRequest: {e}") from e
 
 
+def _span_objects(obj: Any) -> Iterator[dict[str, Any]]:
+    """The span and link objects of an OTLP/JSON request: the only places ids live."""
+    for rs in _list(obj, "resourceSpans", "resource_spans"):
+        for ss in _list(rs, "scopeSpans", "scope_spans"):
+            for span in _list(ss, "spans"):
+                if isinstance(span, dict):
+                    yield span
+                    yield from (link for link in _list(span, "links") if isinstance(link, dict))
+
+
+def _list(obj: Any, *keys: str) -> list[Any]:
+    if isinstance(obj, dict):
+        for key in keys:
+            value = obj.get(key)
+            if isinstance(value, list):
+                return value
+    return []
+
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
 def _hex_ids_to_base64(obj: Any) -> None:
     """Rewrite OTLP/JSON hex ids in place into protobuf-JSON base64."""
-    if isinstance(obj, dict):
-        for key in ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"):
-            value = obj.get(key)
+    for span in _span_objects(obj):
+        for key in _ID_KEYS:
+            value = span.get(key)
             if isinstance(value, str) and value:
                 try:
                     raw = bytes.fromhex(value)
                 except ValueError as e:
                     raise PayloadError(f"{key} {value[:40]!r} is not hex") from e
-                obj[key] = base64.b64encode(raw).decode("ascii")
-        for value in obj.values():
-            if isinstance(value, (dict, list)):
-                _hex_ids_to_base64(value)
-    elif isinstance(obj, list):
-        for value in obj:
-            _hex_ids_to_base64(value)
+                span[key] = base64.b64encode(raw).decode("ascii")
 
 
 def parse_json_obj(obj: Any) -> ExportTraceServiceRequest:
@@ -187,17 +203,11 @@ def request_to_json(request: ExportTraceServiceRequest) -> str:
 
 
 def _base64_ids_to_hex(obj: Any) -> None:
-    if isinstance(obj, dict):
+    for span in _span_objects(obj):
         for key in ("traceId", "spanId", "parentSpanId"):
-            value = obj.get(key)
+            value = span.get(key)
             if isinstance(value, str) and value:
-                obj[key] = base64.b64decode(value).hex()
-        for value in obj.values():
-            if isinstance(value, (dict, list)):
-                _base64_ids_to_hex(value)
-    elif isinstance(obj, list):
-        for value in obj:
-            _base64_ids_to_hex(value)
+                span[key] = base64.b64decode(value).hex()
 
 
 def encode_sdk_spans(spans: Sequence[Any]) -> ExportTraceServiceRequest:

@@ -175,3 +175,18 @@ def test_conventions_doc_lists_every_attribute() -> None:
     for attr in c.ALL_ATTRS:
         assert f"`{attr.name}`" in doc, f"{attr.name} is not documented in docs/conventions.md"
     assert c.render_markdown() in doc, "docs/conventions.md is stale: regenerate the table"
+
+
+def test_outcome_attributes_on_two_spans_merge_field_by_field() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("root") as root:
+        root.set_attributes({c.OUTCOME_CORRECT: False, c.QUESTION: "q"})
+        with tracer.start_as_current_span("grade") as grade:
+            grade.set_attributes({c.OUTCOME_REVIEWER: "kim"})
+    # The grade span ends first; the root's correct=False must survive the later merge.
+    spans = [s for s, _ in otlp.spans_of(otlp.encode_sdk_spans(exporter.get_finished_spans()))]
+    decoded = decode_trace(spans)
+    assert decoded is not None and decoded.record.outcome == Outcome(correct=False, reviewer="kim")
