@@ -11,7 +11,7 @@ from pathlib import Path
 
 from collector.receive import BadInput, check_spans, parse_outcomes
 from collector.store import Store, WriteJob
-from schemas.otlp import PayloadError, iter_json_lines
+from schemas.otlp import PayloadError, iter_json_docs, json_spans
 
 BATCH_SPANS = 5_000
 
@@ -56,11 +56,15 @@ def jobs_of_file(path: Path, report: IngestReport) -> Iterator[WriteJob]:
         report.outcomes += len(check.accepted)
         yield WriteJob(outcomes=check.accepted)
         return
-    for number, export in iter_json_lines(text):
-        if isinstance(export, PayloadError):
-            report.refused.append(f"{path}: {export}")
+    for number, doc in iter_json_docs(text):
+        if isinstance(doc, PayloadError):
+            report.refused.append(f"{path}: {doc}")
             continue
-        check = check_spans(export)
+        try:
+            check = check_spans(list(json_spans(doc)))
+        except PayloadError as e:
+            report.refused.append(f"{path}:{number}: {e}")
+            continue
         report.refused += [f"{path}:{number}: {msg}" for msg in check.rejected]
         report.spans += len(check.accepted)
         yield WriteJob(spans=check.accepted)

@@ -19,7 +19,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
 from schemas.model import Outcome
-from schemas.otlp import PayloadError, SpanRecord, parse_json, parse_protobuf, spans_of
+from schemas.otlp import PayloadError, SpanRecord, json_spans, load_json, parse_protobuf, spans_of
+
+SpanPairs = list[tuple[SpanRecord | None, str | None]]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -57,13 +59,14 @@ def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
     return out
 
 
-def parse_traces(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
+def parse_traces(body: bytes, content_type: str | None) -> SpanPairs:
+    """The spans of an export body, each paired with the reason it cannot be read (or None)."""
     kind = media_type(content_type)
     try:
         if kind == PROTOBUF:
-            return parse_protobuf(body)
+            return list(spans_of(parse_protobuf(body)))
         if kind == JSON:
-            return parse_json(body)
+            return list(json_spans(load_json(body)))
     except PayloadError as e:
         raise BadInput(400, str(e)) from e
     raise BadInput(415, f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}")
@@ -83,10 +86,11 @@ class SpanCheck:
         return shown + (f"; and {more} more" if more > 0 else "")
 
 
-def check_spans(request: ExportTraceServiceRequest) -> SpanCheck:
-    """Split a request's spans into the readable ones and messages for the rejected ones."""
+def check_spans(spans: ExportTraceServiceRequest | SpanPairs) -> SpanCheck:
+    """Split an export's spans into the valid ones and messages for the refused ones."""
     check = SpanCheck()
-    for span, error in spans_of(request):
+    pairs = spans_of(spans) if isinstance(spans, ExportTraceServiceRequest) else spans
+    for span, error in pairs:
         if span is None:
             check.rejected.append(error or "unreadable span")
             continue

@@ -79,11 +79,11 @@ def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
         try:
             raw = await _read_body(request, settings.max_body_bytes)
             body = decompress(raw, request.headers.get("content-encoding"), settings.max_body_bytes)
-            export = parse_traces(body, request.headers.get("content-type"))
+            spans = parse_traces(body, request.headers.get("content-type"))
         except BadInput as e:
             log.info("refused export: %s", e.message)
             return _status(answer_kind, e.status, e.message)
-        check = check_spans(export)
+        check = check_spans(spans)
         if check.accepted:
             try:
                 fut = writer.submit(WriteJob(spans=check.accepted))

@@ -15,6 +15,7 @@ import duckdb
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -191,10 +192,10 @@ BAD_INPUT = [
     ("wrong content type", b"{}", "text/plain", None, 415, "not supported", False),
     ("truncated gzip", gzip.compress(json.dumps(otlp_json(GOOD)).encode())[:-12],
      "application/json", "gzip", 400, "truncated", False),
-    ("bad trace id", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": "zz" * 16, "spanId": "01" * 8, "name": "x"}]}]}]}).encode(),
-     "application/json", None, 400, "not hex", False),
-    ("short trace id", None, "application/json", None, 200, "trace id must be 16 bytes", True),
+    ("bad trace id", "zz" * 16, "application/json", None, 200, "is not hex", True),
+    ("short trace id", "abcd", "application/json", None, 200, "trace id must be 32 hex", True),
+    ("short protobuf trace id", "short-proto", "application/x-protobuf", None, 200,
+     "trace id must be 16 bytes", True),
     ("string where a number belongs", with_bad_span([kv("midtrace.prompt.tokens", {"stringValue": "12k"})]),
      "application/json", None, 200, "midtrace.prompt.tokens must be int", True),
     ("negative token offsets", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(-3, 5)),
@@ -208,11 +209,11 @@ BAD_INPUT = [
 ]
 
 
-def short_trace_id_body() -> bytes:
+def body_with_trace_id(trace_id: str) -> bytes:
+    """A good trace plus one span whose trace id is ``trace_id``."""
     body = otlp_json(GOOD)
     spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    extra = dict(spans[0], traceId="abcd", spanId="02" * 8)
-    spans.append(extra)
+    spans.append(dict(spans[0], traceId=trace_id, spanId="02" * 8))
     return json.dumps(body).encode()
 
 
@@ -220,17 +221,28 @@ def short_trace_id_body() -> bytes:
 def test_bad_input_is_refused_clearly_and_loses_nothing_else(collector: Proc, db_path: Path,
                                                              case: tuple[Any, ...]) -> None:
     name, body, content_type, encoding, status, fragment, kept = case
-    if body is None:
-        body = short_trace_id_body()
+    if body == "short-proto":
+        export = otlp.encode_sdk_spans(finished_spans(GOOD))
+        bad = export.resource_spans[0].scope_spans[0].spans.add()
+        bad.CopyFrom(export.resource_spans[0].scope_spans[0].spans[0])
+        bad.trace_id = b"\x01\x02"
+        body = export.SerializeToString()
+    elif isinstance(body, str):
+        body = body_with_trace_id(body)
     headers = {"content-type": content_type}
     if encoding:
         headers["content-encoding"] = encoding
     answer = httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=10)
     assert answer.status_code == status, answer.text
-    assert fragment in answer.text
-    if status == 200:
+    if status != 200 or content_type == "application/json":
+        assert fragment in answer.text
+    if status == 200 and content_type == "application/json":
         partial = answer.json()["partialSuccess"]
         assert partial["rejectedSpans"] == "1" and fragment in partial["errorMessage"]
+    elif status == 200:
+        response = ExportTraceServiceResponse.FromString(answer.content)
+        assert response.partial_success.rejected_spans == 1
+        assert fragment in response.partial_success.error_message
     # The collector goes on accepting good data after any of these.
     sender = Sender(collector.url)
     after = sender.send(GOOD)
