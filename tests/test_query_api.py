@@ -146,6 +146,11 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
         file.post_outcome({"trace_id": sent[0], "correct": True})
     with pytest.raises(QueryError, match="allowed"):
         file.view("nope")
+    # the table the writer kept per trace equals its definition computed whole
+    assert isinstance(file, FileClient)
+    drift = file.conn.execute("SELECT count(*) FROM (SELECT * FROM request_evidence EXCEPT "
+                              "SELECT * FROM request_evidence_live)").fetchone()
+    assert drift == (0,)
     file.close()
 
 
