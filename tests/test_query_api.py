@@ -129,7 +129,7 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
              for f, g in ((Filters(), ()), (Filters(service="api"), ("week", "model")),
                           (Filters(model="m1", context_bucket="<4k"), ("strategy",)))]
     over_http = [http.view(name, f, g) for name, f, g in cases]
-    requests_http = http.requests(Filters(service="api"), limit=10)
+    requests_http, total_http = http.requests_page(Filters(service="api"), limit=2, offset=1)
     trace_http = http.trace(sent[0])
     facets_http = http.facets()
     http.close()
@@ -139,7 +139,9 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     assert file.read_only
     for (name, f, g), expected in zip(cases, over_http):
         pd.testing.assert_frame_equal(file.view(name, f, g), expected, obj=f"{name} {f} {g}")
-    pd.testing.assert_frame_equal(file.requests(Filters(service="api"), limit=10), requests_http)
+    page, total = file.requests_page(Filters(service="api"), limit=2, offset=1)
+    pd.testing.assert_frame_equal(page, requests_http)
+    assert total == total_http == 3 and len(page) == 2
     assert file.trace(sent[0]) == trace_http
     assert file.facets() == facets_http
     with pytest.raises(ReadOnlyError, match="grade through a running collector"):
