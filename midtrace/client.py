@@ -90,7 +90,7 @@ class FileClient:
         self.last_total: int | None = None
 
     def _cursor(self) -> Any:
-        return self.conn.cursor()
+        return reads.read_cursor(self.conn)
 
     def view(self, name: str, filters: Filters = Filters(),
              group_by: Sequence[str] = ()) -> pd.DataFrame:

@@ -47,6 +47,13 @@ class QueryError(ValueError):
     """A read asked for something that is not allowed; the message names what is."""
 
 
+def read_cursor(conn: Any) -> Any:
+    """A cursor for reads on ``conn``, showing times in UTC whatever the machine's zone."""
+    cursor = conn.cursor()
+    cursor.execute("SET TimeZone = 'UTC'")
+    return cursor
+
+
 def parse_time(value: str) -> datetime:
     """RFC 3339 (``2026-11-02T10:00:00Z``) or ``YYYY-MM-DD`` (midnight), in UTC."""
     text = value.strip()

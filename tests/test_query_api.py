@@ -142,6 +142,7 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     page, total = file.requests_page(Filters(service="api"), limit=2, offset=1)
     pd.testing.assert_frame_equal(page, requests_http)
     assert total == total_http == 3 and len(page) == 2
+    assert str(page["time"].dt.tz) == "UTC"  # whatever the machine's time zone
     assert file.trace(sent[0]) == trace_http
     assert file.facets() == facets_http
     with pytest.raises(ReadOnlyError, match="grade through a running collector"):
