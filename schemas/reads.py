@@ -203,6 +203,8 @@ def view_query(name: str, filters: Filters = Filters(),
     conditions, params = _where(filters)
     if conditions:
         sql = sql.replace(_FACTS, f"(SELECT * FROM request_facts WHERE {' AND '.join(conditions)})")
+    if keys and not view.keys:  # one row per group: in group order
+        sql = f"SELECT * FROM ({sql}) ORDER BY {', '.join(keys)}"
     return sql, params
 
 
