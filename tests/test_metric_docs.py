@@ -49,3 +49,17 @@ def test_report_schema_md_lists_every_section_and_field() -> None:
         assert row, section
         for column in columns:
             assert f"`{column}`" in row[1], f"{section}.{column}"
+
+
+def test_every_report_and_gate_option_is_documented() -> None:
+    from midtrace.cli import cli
+
+    text = (DOCS / "report-and-gate.md").read_text()
+    for name in ("report", "gate"):
+        command = cli.commands[name]
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("--"):
+                    assert f"`{opt}" in text, f"{name} {opt}"
+            if param.envvar:
+                assert f"`{param.envvar}`" in text, f"{name} {param.envvar}"
