@@ -156,6 +156,16 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     assert drift == (0,)
     file.close()
 
+    # thresholds live in the settings table and apply at once: sent[0]'s g sits at 0.25
+    # ((1 - 0.5) / 2), early under 1/3, middle once early ends at 0.2
+    conn = duckdb.connect(str(module_collector.db_path))  # type: ignore[attr-defined]
+    conn.execute("UPDATE settings SET value = 0.2 WHERE key = 'band_early_end'")
+    conn.close()
+    with FileClient(module_collector.db_path) as again:  # type: ignore[attr-defined]
+        trace = again.trace(sent[0])
+        assert trace is not None and trace["request"]["decisive_band"] == "middle"
+        assert trace["placements"][0]["band"] == "middle"
+
 
 def test_external_access_off_leaves_the_writer_working(tmp_path: Path) -> None:
     conn = duckdb.connect(str(tmp_path / "t.duckdb"))
