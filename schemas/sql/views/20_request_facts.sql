@@ -1,0 +1,38 @@
+-- One row per request with every filter and group-by column and every per-request fact the
+-- metric views aggregate. Filter and group-by keys are columns of the same name: week,
+-- service, model, template, strategy, experiment, context_bucket. It reads the
+-- request_evidence table (kept by the store) and applies the settings.
+--
+-- decisive_band: band of the request's decisive position (its first decisive chunk in prompt
+-- order). decisive_at_edge: some occurrence of some in-prompt decisive chunk is early or late
+-- (DESIGN.md, "Placements": a chunk placed twice is at an edge if any occurrence is).
+-- taxonomy_class (DESIGN.md, "Failure taxonomy"): ungraded, answered, then for a graded-wrong
+-- request unlabeled (no decisive chunk known), missing (no decisive chunk among its chunks),
+-- dropped (retrieved, none in the prompt), unused (in the prompt, an occurrence at an edge),
+-- buried (in the prompt, every occurrence in the middle band).
+CREATE OR REPLACE VIEW request_facts AS
+WITH facts AS (
+    SELECT
+        e.* EXCLUDE (decisive_min_position, decisive_max_position),
+        position_band(e.decisive_position) AS decisive_band,
+        CASE WHEN e.n_decisive_in_prompt > 0 THEN
+            e.decisive_min_position < s.early_end OR e.decisive_max_position >= s.late_start
+        END AS decisive_at_edge,
+        s.high_confidence
+    FROM request_evidence e
+    CROSS JOIN metric_settings s
+)
+SELECT
+    * EXCLUDE (high_confidence),
+    CASE
+        WHEN correct IS NULL THEN 'ungraded'
+        WHEN correct THEN 'answered'
+        WHEN n_decisive = 0 THEN 'unlabeled'
+        WHEN n_decisive_retrieved = 0 THEN 'missing'
+        WHEN n_decisive_in_prompt = 0 THEN 'dropped'
+        WHEN decisive_at_edge THEN 'unused'
+        ELSE 'buried'
+    END AS taxonomy_class,
+    coalesce(correct = false AND n_decisive_in_prompt > 0 AND confidence >= high_confidence, false)
+        AS unsupported_confidence
+FROM facts;
