@@ -393,6 +393,22 @@ def test_sweep_metrics(module_collector: Proc, client: HttpClient) -> None:
     assert u["unsupported_buried"] == 1 and close(u["unsupported_rate"], 1 / 6)
 
 
+def test_a_case_on_two_models_is_two_cases(module_collector: Proc, client: HttpClient) -> None:
+    s = Sender(module_collector.url, service="sweep-models")
+    for model, answer in (("model-a", "14 days"), ("model-b", "30 days")):
+        for order in (("g", "x", "y"), ("x", "g", "y"), ("x", "y", "g")):
+            s.send(record([Chunk("g", decisive=True), Chunk("x"), Chunk("y")], prompt(*order),
+                          experiment_id="exp2", strategy="score_order", case_id="c1",
+                          condition=f"slot_{order.index('g') + 1}", model=model, answer=answer,
+                          outcome=Outcome(correct=answer == "14 days")))
+    sweep = client.view("sweep_summary", Filters(service="sweep-models")).iloc[0]
+    # Each model gives one answer in all three placements: 2 cases, both consistent, although
+    # the two models disagree with each other.
+    assert (sweep["cases"], sweep["consistency_cases"], sweep["consistent_cases"]) == (2, 2, 2)
+    # model-a is right everywhere, model-b wrong everywhere: neither fails only when buried.
+    assert (sweep["buried_eligible_cases"], sweep["buried_failure_cases"]) == (2, 0)
+
+
 # --- retrieval context ------------------------------------------------------------------------------
 
 

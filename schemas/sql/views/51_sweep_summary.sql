@@ -7,6 +7,7 @@
 --   reached the prompt only in the middle band (no occurrence at an edge) and at least one
 --   whose decisive evidence had an occurrence at an edge, the share that were correct in some
 --   edge request and wrong in every middle-only request.
+-- A case is one case_id answered by one model: the same question on two models is two cases.
 -- answer_consistency: among cases with answers in at least two conditions (excluding 'absent'),
 --   the share whose normalised answers (lower case, whitespace collapsed, trailing
 --   punctuation dropped) are all the same.
@@ -28,7 +29,7 @@ WITH f AS (
     FROM per_condition
     GROUP BY ALL
 ), per_case AS (
-    SELECT /*groups*/ experiment, strategy, case_id,
+    SELECT /*groups*/ experiment, strategy, case_id, model AS case_model,
         count(*) FILTER (WHERE correct IS NOT NULL AND decisive_at_edge) AS edge_graded,
         count(*) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge) AS middle_graded,
         bool_or(correct) FILTER (WHERE decisive_at_edge) AS edge_any_correct,
