@@ -1,0 +1,79 @@
+"""The bundled sample traces, ingested through the CLI, show in the report what was planted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from midtrace.client import Filters, open_client
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    db = tmp_path_factory.mktemp("samples") / "samples.duckdb"
+    files = sorted(SAMPLES.glob("*.jsonl.gz")) + [SAMPLES / "langchain_rag.jsonl",
+                                                  SAMPLES / "support_outcomes.json"]
+    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
+                          *map(str, files)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    yield db
+
+
+def report(db: Path, *args: str) -> dict[str, Any]:
+    run = subprocess.run([sys.executable, "-m", "midtrace", "report", "--db", str(db),
+                          "--format", "json", *args], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_every_planted_taxonomy_class_is_reported(sample_db: Path) -> None:
+    planted = MANIFEST["support"]["taxonomy"]
+    got = report(sample_db, "--filter", "service=" + MANIFEST["support"]["service"])
+    assert {row["class"]: row["n"] for row in got["taxonomy"]} == planted
+    assert got["requests"] == MANIFEST["support"]["requests"]
+
+
+def test_the_sweep_shows_a_u_shaped_slot_curve(sample_db: Path) -> None:
+    got = report(sample_db, "--filter", "experiment=" + MANIFEST["sweep"]["experiment_id"],
+                 "--filter", "strategy=score_order")
+    by_slot = {row["slot"]: row["accuracy"] for row in got["accuracy_by_slot"] if row["k"] == 10}
+    assert sorted(by_slot) == list(range(1, 11))
+    edges = (by_slot[1] + by_slot[10]) / 2
+    middle = sum(by_slot[s] for s in (4, 5, 6, 7)) / 4
+    assert edges - middle > 0.1, by_slot
+
+
+def test_the_template_change_in_week_3_buries_more_evidence(sample_db: Path) -> None:
+    got = report(sample_db, "--filter", "service=" + MANIFEST["support"]["service"],
+                 "--group-by", "week,template")
+    share = {(r["group"]["week"], r["group"]["template"]): r["share"]
+             for r in got["taxonomy"] if r["class"] == "buried"}
+    weeks = sorted({week for week, _ in share})
+    assert len(weeks) == 4
+    assert all(template == "support-v1" for week, template in share if week in weeks[:2])
+    v1 = [s for (w, t), s in share.items() if t == "support-v1"]
+    v2 = [s for (w, t), s in share.items() if t == "support-v2"]
+    assert v2 and min(v2) > 2 * max(v1), share
+
+
+@pytest.mark.parametrize("incident,question_text", [
+    ("refund", "refund window"), ("audit", "audit log"), ("deprecated", "rate limit")])
+def test_incident_traces_are_found_by_question_text(sample_db: Path, incident: str,
+                                                    question_text: str) -> None:
+    trace_id = MANIFEST["support"]["incidents"][incident]
+    with open_client(db=sample_db) as client:
+        found = client.requests(Filters(), search=question_text, limit=500)
+        assert trace_id in set(found["trace_id"])
+        detail = client.trace(trace_id)
+    assert detail is not None and detail["request"]["question"]
+    assert question_text.lower() in detail["request"]["question"].lower()
