@@ -1,0 +1,80 @@
+"""Experiments: placement sweeps per packing strategy, side by side; two layouts compared."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, figures, filters, ui
+
+params = dict(filters.current())
+st.title("Experiments")
+st.caption("Placement sweeps: the same cases asked with the decisive chunk moved through the "
+           "prompt, under each packing strategy. Accuracy per placement with Wilson 95% "
+           "intervals; 'absent' is the closed-book baseline.")
+
+experiments = list((st.session_state.get("_facets") or {}).get("experiment") or [])
+if not experiments:
+    st.info("No experiment in this database yet. Record sweeps with an experiment id, a "
+            "placement condition and a case id per request (`midtrace sweep`), then come back.")
+    st.stop()
+
+experiment = st.selectbox("Experiment", sorted(experiments), key="experiment",
+                          bind="query-params")
+params.pop("strategy", None)  # the page compares strategies: the sidebar's one does not apply
+params["experiment"] = experiment
+key = data.params_key(params)
+
+conditions = ui.query(data.view, "sweep_conditions", key, ())
+summary = ui.query(data.view, "sweep_summary", key, ())
+if conditions.empty:
+    ui.no_rows(f"requests in experiment {experiment}")
+    st.stop()
+
+strategies = sorted(conditions["strategy"].dropna().astype(str).unique())
+cols = st.columns(max(1, min(4, len(summary))))
+for col, row in zip(cols * (len(summary) // len(cols) + 1), summary.to_dict("records")):
+    with col.container(border=True):
+        st.text(f"strategy: {row.get('strategy') or '(none)'}")
+        st.metric("Accuracy", ui.fmt_rate(row.get("accuracy")),
+                  help="Graded requests across placements, 'absent' excluded.")
+        st.metric("Position sensitivity Δ", ui.fmt_rate(row.get("sensitivity_delta")),
+                  help="Best minus worst placement accuracy.", delta_color="inverse")
+        st.caption(f"buried-evidence failure rate {ui.fmt_rate(row.get('buried_failure_rate'))} "
+                   f"({row.get('buried_failure_cases', 0)}/{row.get('buried_eligible_cases', 0)} "
+                   f"cases) · answer consistency {ui.fmt_rate(row.get('answer_consistency'))} · "
+                   f"closed-book {ui.fmt_rate(row.get('absent_accuracy'))}")
+
+order = list(dict.fromkeys(
+    [c for c in ("first", "early", "start", "middle", "late", "end", "last", "absent")
+     if c in set(conditions["condition"].astype(str))]
+    + sorted(set(conditions["condition"].dropna().astype(str)))))
+ui.chart(figures.rate_bars(conditions, "condition", split="strategy", order=order,
+                           title="Accuracy by placement, per packing strategy"),
+         conditions, f"sweep_conditions_{experiment}", key="conditions")
+
+st.subheader("Two layouts compared")
+if len(strategies) < 2:
+    st.caption("This experiment has one packing strategy; record a second to compare layouts.")
+else:
+    left, right = st.columns(2)
+    a = left.selectbox("Layout A", strategies, index=0, key="layout_a", bind="query-params")
+    b = right.selectbox("Layout B", strategies, index=1, key="layout_b", bind="query-params")
+    pair = conditions[conditions["strategy"].astype(str).isin([a, b])]
+    wide = pair.pivot_table(index="condition", columns="strategy", values="accuracy")
+    if a != b and a in wide and b in wide:
+        wide = wide.reindex([c for c in order if c in wide.index])
+        diff = pd.DataFrame({"condition": wide.index, f"accuracy {a}": wide[a].values,
+                             f"accuracy {b}": wide[b].values,
+                             "difference (B − A)": (wide[b] - wide[a]).values})
+        ui.chart(figures.compare_layouts(conditions, "condition", a, b, order=order,
+                                         title=f"{a} vs {b} by placement"), pair,
+                 f"compare_{a}_{b}", key="compare")
+        ui.table(diff, f"difference_{a}_{b}", key="diff",
+                 column_config={c: st.column_config.NumberColumn(format="percent")
+                                for c in diff.columns if c != "condition"})
+    else:
+        st.caption("Pick two different layouts.")
+
+with st.expander("Summary numbers"):
+    ui.table(summary, f"sweep_summary_{experiment}", key="summary")
