@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from collector.api import query_routes
 from collector.receive import (
     JSON, PROTOBUF, BadInput, check_spans, decompress, media_type, parse_outcomes, parse_traces)
 from collector.store import Store, WriteJob
@@ -132,6 +133,7 @@ def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
         Route("/v1/traces", traces, methods=["POST"]),
         Route("/v1/outcomes", outcomes, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
+        *query_routes(writer.store.conn),
     ]
     app = Starlette(routes=routes)
     app.state.writer = writer
@@ -160,6 +162,9 @@ def run(settings: CollectorSettings) -> None:
     import uvicorn
 
     store = Store.open(settings.db)
+    # The query API reads through this connection: after migrations it never needs to reach
+    # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
+    store.conn.execute("SET enable_external_access = false")
     writer = Writer(store, max_queue=settings.queue_size).start()
     try:
         sock = bind(settings.host, settings.http_port)

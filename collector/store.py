@@ -8,6 +8,7 @@ traces, any arrival order and retried exports come out the same.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -93,7 +94,55 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> list[int]:
         applied.append(m.version)
     for v in sqlfiles.views():
         conn.execute(v.sql)
+    _ensure_evidence(conn)
     return applied
+
+
+# request_evidence is a table the store keeps equal to the view request_evidence_live (see
+# docs/metrics.md): rebuilt whole when the SQL it is derived from changes.
+_EVIDENCE_INPUTS = 20  # views numbered below this define request_evidence_live
+
+
+def _evidence_hash() -> str:
+    sql = "\n".join(v.sql for v in sqlfiles.views() if v.version < _EVIDENCE_INPUTS)
+    return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
+def _ensure_evidence(conn: duckdb.DuckDBPyConnection) -> None:
+    wanted = _evidence_hash()
+    row = conn.execute("SELECT definition_hash FROM derived_state WHERE name = 'request_evidence'"
+                       ).fetchone()
+    if row is not None and row[0] == wanted:
+        return
+    log.info("rebuilding request_evidence (its definition changed)")
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(sqlfiles.query("rebuild_request_evidence"))
+        conn.execute("INSERT OR REPLACE INTO derived_state VALUES ('request_evidence', ?, ?)",
+                     [wanted, datetime.now(UTC)])
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> None:
+    """Recompute the request_evidence rows of these traces (inside the caller's transaction)."""
+    ids = sorted(set(trace_ids))
+    if not ids:
+        return
+    conn.register("_trace_ids", pa.table({"trace_id": ids}))
+    try:
+        conn.execute("CREATE OR REPLACE TEMP TABLE _refresh_ids AS SELECT request_id FROM requests "
+                     "WHERE trace_id IN (SELECT trace_id FROM _trace_ids)")
+        conn.execute("DELETE FROM request_evidence "
+                     "WHERE request_id IN (SELECT request_id FROM _refresh_ids)")
+        lo, hi = conn.execute("SELECT min(request_id), max(request_id) FROM _refresh_ids").fetchone()
+        if lo is not None:
+            conn.execute(sqlfiles.query("refresh_request_evidence"), {"lo": lo, "hi": hi})
+        conn.execute("DROP TABLE _refresh_ids")
+    finally:
+        conn.unregister("_trace_ids")
 
 
 class Store:
@@ -145,6 +194,8 @@ class Store:
                 assert o.trace_id is not None
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
             self._append(rows)
+            refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
+                                                    if o.trace_id is not None})
             conn.execute("COMMIT")
         except Exception:
             conn.execute("ROLLBACK")

@@ -1,6 +1,8 @@
 -- The derived rows of the traces being re-normalized; posted outcomes are never deleted.
 DELETE FROM chunks WHERE request_id IN (
     SELECT request_id FROM requests WHERE trace_id IN (SELECT trace_id FROM _trace_ids));
+DELETE FROM request_evidence WHERE request_id IN (
+    SELECT request_id FROM requests WHERE trace_id IN (SELECT trace_id FROM _trace_ids));
 DELETE FROM placements WHERE request_id IN (
     SELECT request_id FROM requests WHERE trace_id IN (SELECT trace_id FROM _trace_ids));
 DELETE FROM requests WHERE trace_id IN (SELECT trace_id FROM _trace_ids);

@@ -1,0 +1,232 @@
+"""One client for midtrace's numbers: over HTTP from a running collector, or from a DuckDB file.
+
+``open_client(url=...)`` reads through the collector's query API (docs/query-api.md);
+``open_client(db=...)`` opens a database file read-only, which works only while no collector
+holds it. Both run the same SQL (schemas/reads.py; the HTTP API runs it server side), so
+they return the same frames.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import pandas as pd
+import pyarrow as pa
+import pyarrow.ipc
+
+from schemas import reads
+from schemas.reads import Filters, QueryError
+
+__all__ = ["Client", "ClientError", "Filters", "FileClient", "HttpClient", "QueryError",
+           "ReadOnlyError", "SourceError", "open_client"]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+class ClientError(Exception):
+    """A read failed; the message says why."""
+
+
+class SourceError(ClientError):
+    """The source (collector or file) cannot be read at all."""
+
+
+class ReadOnlyError(ClientError):
+    """The client cannot write (a file opened read-only)."""
+
+
+class Client(Protocol):
+    read_only: bool
+
+    def view(self, name: str, filters: Filters = Filters(),
+             group_by: Sequence[str] = ()) -> pd.DataFrame: ...
+
+    def requests(self, filters: Filters = Filters(), search: str | None = None,
+                 taxonomy_class: str | None = None, limit: int = 50,
+                 offset: int = 0) -> pd.DataFrame: ...
+
+    def trace(self, trace_id: str) -> dict[str, Any] | None: ...
+
+    def facets(self) -> dict[str, Any]: ...
+
+    def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]: ...
+
+    def views(self) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """The one Arrow -> pandas conversion both backends use."""
+    return table.to_pandas()
+
+
+class FileClient:
+    """Reads a midtrace DuckDB file opened read-only."""
+
+    read_only = True
+
+    def __init__(self, path: str | Path) -> None:
+        from collector.store import StoreError, connect
+
+        path = Path(path)
+        if not path.exists():
+            raise SourceError(f"{path} does not exist")
+        try:
+            self.conn = connect(path, read_only=True)
+        except StoreError as e:
+            raise SourceError(str(e)) from e
+        # Nothing here reads files or the network; a database-wide guard against that.
+        self.conn.execute("SET enable_external_access = false")
+        self.path = path
+        self.last_total: int | None = None
+
+    def _cursor(self) -> Any:
+        return self.conn.cursor()
+
+    def view(self, name: str, filters: Filters = Filters(),
+             group_by: Sequence[str] = ()) -> pd.DataFrame:
+        cur = self._cursor()
+        try:
+            return to_frame(reads.run_view(cur, name, filters, group_by))
+        finally:
+            cur.close()
+
+    def views(self) -> list[dict[str, Any]]:
+        return [{"name": v.name, "description": v.description, "keys": list(v.keys)}
+                for v in reads.metric_views().values()]
+
+    def requests(self, filters: Filters = Filters(), search: str | None = None,
+                 taxonomy_class: str | None = None, limit: int = 50,
+                 offset: int = 0) -> pd.DataFrame:
+        cur = self._cursor()
+        try:
+            table, total = reads.run_requests(cur, filters, search, taxonomy_class, limit, offset)
+        finally:
+            cur.close()
+        self.last_total = total
+        return to_frame(table)
+
+    def trace(self, trace_id: str) -> dict[str, Any] | None:
+        cur = self._cursor()
+        try:
+            return reads.run_trace(cur, trace_id)
+        finally:
+            cur.close()
+
+    def facets(self) -> dict[str, Any]:
+        cur = self._cursor()
+        try:
+            return reads.run_facets(cur)
+        finally:
+            cur.close()
+
+    def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        raise ReadOnlyError("opened read-only from a file; grade through a running collector")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class HttpClient:
+    """Reads through a running collector's query API."""
+
+    read_only = False
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.last_total: int | None = None
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
+        try:
+            response = self.http.get(path, params=params)
+        except httpx.HTTPError as e:
+            raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
+        self._check(response)
+        return response
+
+    def _check(self, response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        try:
+            message = response.json().get("error") or response.text
+        except ValueError:
+            message = response.text
+        if response.status_code == 400:
+            raise QueryError(message)
+        if response.status_code in (401, 403):
+            raise SourceError(f"the collector at {self.url} refused the token: {message}")
+        raise ClientError(f"{response.request.method} {response.request.url.path} answered "
+                          f"{response.status_code}: {message}")
+
+    @staticmethod
+    def _arrow(response: httpx.Response) -> pa.Table:
+        return pyarrow.ipc.open_stream(io.BytesIO(response.content)).read_all()
+
+    def view(self, name: str, filters: Filters = Filters(),
+             group_by: Sequence[str] = ()) -> pd.DataFrame:
+        params: dict[str, Any] = {**filters.to_params(), "format": "arrow"}
+        if group_by:
+            params["group_by"] = ",".join(group_by)
+        return to_frame(self._arrow(self._get(f"/api/v1/views/{name}", params)))
+
+    def views(self) -> list[dict[str, Any]]:
+        return list(self._get("/api/v1/views").json()["views"])
+
+    def requests(self, filters: Filters = Filters(), search: str | None = None,
+                 taxonomy_class: str | None = None, limit: int = 50,
+                 offset: int = 0) -> pd.DataFrame:
+        params: dict[str, Any] = {**filters.to_params(), "limit": limit, "offset": offset,
+                                  "format": "arrow"}
+        if search:
+            params["q"] = search
+        if taxonomy_class is not None:
+            params["class"] = taxonomy_class
+        response = self._get("/api/v1/requests", params)
+        self.last_total = int(response.headers.get("x-total-count", "0"))
+        return to_frame(self._arrow(response))
+
+    def trace(self, trace_id: str) -> dict[str, Any] | None:
+        try:
+            response = self.http.get(f"/api/v1/traces/{trace_id}")
+        except httpx.HTTPError as e:
+            raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
+        if response.status_code == 404:
+            return None
+        self._check(response)
+        return dict(response.json())
+
+    def facets(self) -> dict[str, Any]:
+        return dict(self._get("/api/v1/facets").json())
+
+    def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self.http.post("/v1/outcomes", json={"outcomes": [outcome]})
+        except httpx.HTTPError as e:
+            raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
+        if response.status_code == 400:
+            body = response.json()
+            errors = body.get("errors") or [{"error": body.get("error")}]
+            raise QueryError("; ".join(str(e.get("error")) for e in errors))
+        self._check(response)
+        return dict(response.json())
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def open_client(url: str | None = None, db: str | Path | None = None,
+                token: str | None = None) -> Client:
+    """A client for a running collector (``url``) or a database file (``db``), not both."""
+    if (url is None) == (db is None):
+        raise ValueError("give either url (a running collector) or db (a DuckDB file)")
+    if url is not None:
+        return HttpClient(url, token=token)
+    assert db is not None
+    return FileClient(db)

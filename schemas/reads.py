@@ -1,0 +1,313 @@
+"""The read side: named metric views, filters, group-by keys, and the queries that run them.
+
+Every read the query API, the Python client and the CLI make is built here, so the HTTP
+backend (which runs these server side) and the file backend return the same frames. No
+caller SQL is ever run: view names and group-by keys come only from allowlists, and every
+filter value is bound as a parameter.
+
+A metric view's SQL (schemas/sql/views/) carries three markers, plain SQL comments that
+leave the view valid on its own in the DuckDB CLI:
+
+- ``/*facts*/request_facts`` is where the filtered request facts are read;
+- ``/*groups*/`` is where the extra group-by columns go (``service, week, `` ...);
+- ``/*partition*/`` becomes ``PARTITION BY <groups>`` in window clauses.
+
+A view declares itself with a header: ``-- metric: <description>`` and ``-- keys: a, b``
+(its own key columns; a group-by key already among them is not added twice).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+from schemas import sqlfiles
+
+FILTER_KEYS: tuple[str, ...] = (
+    "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket")
+GROUP_KEYS: tuple[str, ...] = (
+    "service", "model", "template", "strategy", "experiment", "context_bucket", "week")
+CONTEXT_BUCKETS: tuple[str, ...] = ("<4k", "4k-16k", "16k-64k", "64k+")
+BANDS: tuple[str, ...] = ("early", "middle", "late")
+TAXONOMY_CLASSES: tuple[str, ...] = (
+    "ungraded", "answered", "missing", "dropped", "buried", "unused", "unlabeled")
+MAX_LIMIT = 1000
+
+_FACTS = "/*facts*/request_facts"
+_VIEW = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW\s+(\w+)\s+AS\s+(.*?);?\s*$", re.S | re.I)
+
+
+class QueryError(ValueError):
+    """A read asked for something that is not allowed; the message names what is."""
+
+
+def parse_time(value: str) -> datetime:
+    """RFC 3339 (``2026-11-02T10:00:00Z``) or ``YYYY-MM-DD`` (midnight), in UTC."""
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            parsed = datetime.combine(date.fromisoformat(text), time(0))
+        else:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise QueryError(f"{value!r} is not a time: use RFC 3339 or YYYY-MM-DD (UTC)") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _format_time(value: datetime) -> str:
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The one set of filters (DESIGN.md, "The query API and its filters").
+
+    ``since``/``until`` are a half-open UTC range ``[since, until)`` on request time; the
+    others match a request column exactly.
+    """
+
+    since: datetime | None = None
+    until: datetime | None = None
+    service: str | None = None
+    model: str | None = None
+    template: str | None = None
+    strategy: str | None = None
+    experiment: str | None = None
+    context_bucket: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.context_bucket is not None and self.context_bucket not in CONTEXT_BUCKETS:
+            raise QueryError(f"context_bucket {self.context_bucket!r} is not one of "
+                             f"{', '.join(CONTEXT_BUCKETS)}")
+        for key in ("since", "until"):
+            value = getattr(self, key)
+            if value is not None and value.tzinfo is None:
+                object.__setattr__(self, key, value.replace(tzinfo=UTC))
+
+    def to_params(self) -> dict[str, str]:
+        """Query parameters (or ``--filter`` pairs) for the filters that are set."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[f.name] = _format_time(value) if isinstance(value, datetime) else str(value)
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> Filters:
+        """Filters from query parameters; an unknown key is a ValueError naming the allowed ones."""
+        unknown = sorted(set(params) - set(FILTER_KEYS))
+        if unknown:
+            raise QueryError(f"unknown filter key(s) {', '.join(unknown)}; "
+                             f"allowed: {', '.join(FILTER_KEYS)}")
+        values: dict[str, Any] = {}
+        for key, value in params.items():
+            if value is None or value == "":
+                continue
+            values[key] = parse_time(value) if key in ("since", "until") else str(value)
+        return cls(**values)
+
+    def is_empty(self) -> bool:
+        return not self.to_params()
+
+
+def parse_group_by(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Group-by keys from ``"a,b"`` or a sequence; an unknown key is a QueryError."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    keys: list[str] = []
+    for item in items:
+        key = item.strip()
+        if not key:
+            continue
+        if key not in GROUP_KEYS:
+            raise QueryError(f"unknown group-by key {key!r}; allowed: {', '.join(GROUP_KEYS)}")
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
+@dataclass(frozen=True)
+class MetricView:
+    name: str
+    description: str
+    keys: tuple[str, ...]
+    select_sql: str
+
+
+@cache
+def metric_views() -> dict[str, MetricView]:
+    """The views a caller may ask for, by name, in file order."""
+    out: dict[str, MetricView] = {}
+    for f in sqlfiles.views():
+        description = keys = None
+        for line in f.sql.splitlines():
+            if line.startswith("-- metric:"):
+                description = line.removeprefix("-- metric:").strip()
+            elif line.startswith("-- keys:"):
+                keys = tuple(k.strip() for k in line.removeprefix("-- keys:").split(",") if k.strip())
+        if description is None:
+            continue
+        body = "\n".join(line for line in f.sql.splitlines() if not line.startswith("--"))
+        match = _VIEW.search(body)
+        if match is None or _FACTS not in match[2]:
+            raise RuntimeError(f"metric view file {f.name}: expected one CREATE OR REPLACE VIEW "
+                               f"reading {_FACTS}")
+        out[match[1]] = MetricView(match[1], description, keys or (), match[2])
+    return out
+
+
+def _where(filters: Filters) -> tuple[list[str], dict[str, Any]]:
+    conditions: list[str] = []
+    params: dict[str, Any] = {}
+    if filters.since is not None:
+        conditions.append("time >= $since")
+        params["since"] = filters.since
+    if filters.until is not None:
+        conditions.append("time < $until")
+        params["until"] = filters.until
+    for key in ("service", "model", "template", "strategy", "experiment", "context_bucket"):
+        value = getattr(filters, key)
+        if value is not None:
+            conditions.append(f"{key} = ${key}")
+            params[key] = value
+    return conditions, params
+
+
+def view_query(name: str, filters: Filters = Filters(),
+               group_by: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+    """The SQL and parameters that compute view ``name`` under ``filters``, grouped by ``group_by``."""
+    views = metric_views()
+    view = views.get(name)
+    if view is None:
+        raise QueryError(f"unknown view {name!r}; allowed: {', '.join(views)}")
+    keys = [k for k in parse_group_by(group_by) if k not in view.keys]
+    sql = view.select_sql.replace("/*groups*/", "".join(f"{k}, " for k in keys))
+    sql = sql.replace("/*partition*/", f"PARTITION BY {', '.join(keys)}" if keys else "")
+    conditions, params = _where(filters)
+    if conditions:
+        sql = sql.replace(_FACTS, f"(SELECT * FROM request_facts WHERE {' AND '.join(conditions)})")
+    return sql, params
+
+
+def run_view(conn: Any, name: str, filters: Filters = Filters(),
+             group_by: Sequence[str] = ()) -> Any:
+    """Run a metric view on a DuckDB connection or cursor; a pyarrow Table."""
+    sql, params = view_query(name, filters, group_by)
+    return conn.sql(sql, params=params).to_arrow_table()
+
+
+REQUEST_COLUMNS: tuple[str, ...] = (
+    "trace_id", "time", "service", "model", "template", "strategy", "experiment", "condition",
+    "case_id", "context_bucket", "prompt_tokens", "question", "confidence", "correct",
+    "taxonomy_class", "decisive_source", "n_decisive", "n_decisive_in_prompt", "decisive_slot",
+    "decisive_band", "k", "n_cited", "cites_decisive", "cites_noncanonical",
+)
+
+
+def _requests_where(filters: Filters, search: str | None,
+                    taxonomy_class: str | None) -> tuple[str, dict[str, Any]]:
+    conditions, params = _where(filters)
+    if search:
+        conditions.append("contains(lower(question), lower($q))")
+        params["q"] = search
+    if taxonomy_class is not None:
+        if taxonomy_class not in TAXONOMY_CLASSES:
+            raise QueryError(f"unknown class {taxonomy_class!r}; allowed: {', '.join(TAXONOMY_CLASSES)}")
+        conditions.append("taxonomy_class = $class")
+        params["class"] = taxonomy_class
+    return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
+
+
+def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = None,
+                 taxonomy_class: str | None = None, limit: int = 50,
+                 offset: int = 0) -> tuple[Any, int]:
+    """One page of requests, newest first, and the total that match; (pyarrow Table, int)."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    if offset < 0:
+        raise QueryError(f"offset must not be negative, got {offset}")
+    where, params = _requests_where(filters, search, taxonomy_class)
+    ((total,),) = conn.execute(f"SELECT count(*) FROM request_facts{where}", params).fetchall()
+    sql = (f"SELECT {', '.join(REQUEST_COLUMNS)} FROM request_facts{where} "
+           "ORDER BY time DESC, request_id DESC LIMIT $limit OFFSET $offset")
+    table = conn.sql(sql, params={**params, "limit": limit, "offset": offset}).to_arrow_table()
+    return table, int(total)
+
+
+def json_value(value: Any) -> Any:
+    """A value as JSON can carry it: times as RFC 3339 strings, NaN as null."""
+    if isinstance(value, datetime):
+        return _format_time(value) if value.tzinfo is not None else value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return json_value(value.item())
+    return value
+
+
+def _dicts(cursor: Any) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description]
+    return [{n: json_value(v) for n, v in zip(names, row)} for row in cursor.fetchall()]
+
+
+def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
+    """One request with its chunks (text inline), placements, outcomes and taxonomy class."""
+    trace_id = trace_id.strip().lower()
+    found = conn.execute("SELECT request_id FROM requests WHERE trace_id = $t", {"t": trace_id}
+                         ).fetchall()
+    if not found:
+        return None
+    request_id = found[0][0]
+    p = {"r": request_id}
+    request = _dicts(conn.execute(sqlfiles.query("trace_request"), p))[0]
+    chunks = _dicts(conn.execute(sqlfiles.query("trace_chunks"), p))
+    placements = _dicts(conn.execute(sqlfiles.query("trace_placements"), p))
+    merged = _dicts(conn.execute("SELECT * EXCLUDE (trace_id) FROM request_outcomes WHERE trace_id = $t",
+                                 {"t": trace_id}))
+    outcomes = _dicts(conn.execute("SELECT * EXCLUDE (trace_id) FROM outcomes WHERE trace_id = $t "
+                                   "ORDER BY outcome_id", {"t": trace_id}))
+    request.pop("request_id", None)
+    return {
+        "trace_id": trace_id,
+        "request": request,
+        "chunks": chunks,
+        "placements": placements,
+        "outcome": merged[0] if merged else None,
+        "outcomes": outcomes,
+        "taxonomy_class": request.get("taxonomy_class"),
+    }
+
+
+def run_facets(conn: Any) -> dict[str, Any]:
+    """Distinct values of each equality filter, and the time range of the data."""
+    out: dict[str, Any] = {}
+    for key, column in (("service", "service"), ("model", "model"), ("template", "template_id"),
+                        ("strategy", "strategy"), ("experiment", "experiment_id")):
+        rows = conn.execute(f"SELECT DISTINCT {column} FROM requests WHERE {column} IS NOT NULL "
+                            f"ORDER BY 1").fetchall()
+        out[key] = [r[0] for r in rows]
+    buckets = {r[0] for r in conn.execute(
+        "SELECT DISTINCT context_bucket(prompt_tokens) FROM requests").fetchall()}
+    out["context_bucket"] = [b for b in CONTEXT_BUCKETS if b in buckets]
+    lo, hi, n = conn.execute("SELECT min(time), max(time), count(*) FROM requests").fetchone()
+    out["time"] = {"min": json_value(lo), "max": json_value(hi)}
+    out["requests"] = int(n)
+    return out

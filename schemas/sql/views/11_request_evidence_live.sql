@@ -1,0 +1,149 @@
+-- The definition of the request_evidence table: per request, the facts that need its chunks,
+-- placements and merged outcome but none of the settings (bands are applied later, in
+-- request_facts, from decisive_*_position). The store keeps request_evidence equal to this
+-- view for every request; query the view directly to check it.
+--
+-- Decisive chunks (DESIGN.md, "decisive position"): the merged outcome's decisive_chunk_ids
+-- when it names any; else the chunks the app marked decisive; else the chunks it labelled
+-- direct_answer or exception_constraint. decisive_source says which rule applied.
+CREATE OR REPLACE VIEW request_evidence_live AS
+WITH merged AS (
+    SELECT r.request_id, o.correct, o.score, o.graded_at,
+           list_distinct(o.decisive_chunk_ids) AS decisive_chunk_ids,
+           list_distinct(o.required_constraints) AS required_constraints,
+           o.recalled_constraints
+    FROM requests r
+    JOIN request_outcomes o ON o.trace_id = r.trace_id
+), named AS (
+    SELECT request_id, decisive_chunk_ids FROM merged WHERE len(decisive_chunk_ids) > 0
+), marked AS (
+    SELECT DISTINCT request_id FROM chunks WHERE decisive
+), decisive AS (
+    SELECT request_id, chunk_id, 'outcome' AS source
+    FROM (SELECT request_id, unnest(decisive_chunk_ids) AS chunk_id FROM named)
+    UNION ALL
+    SELECT request_id, chunk_id, 'marked' AS source
+    FROM chunks
+    WHERE decisive AND request_id NOT IN (SELECT request_id FROM named)
+    UNION ALL
+    SELECT request_id, chunk_id, 'label' AS source
+    FROM chunks
+    WHERE label IN ('direct_answer', 'exception_constraint')
+      AND request_id NOT IN (SELECT request_id FROM named)
+      AND request_id NOT IN (SELECT request_id FROM marked)
+), cited AS (
+    -- a chunk is cited when the app marked it cited or the answer's cited_ids name it
+    SELECT c.request_id, c.chunk_id, c.source_id, c.authority
+    FROM chunks c
+    JOIN requests r USING (request_id)
+    WHERE coalesce(c.cited, false) OR coalesce(list_contains(r.cited_ids, c.chunk_id), false)
+), decisive_chunk AS (
+    SELECT
+        d.request_id,
+        d.chunk_id,
+        d.source,
+        c.request_id IS NOT NULL AS retrieved,
+        CASE WHEN c.request_id IS NOT NULL THEN coalesce(c.retrieval_rank, c.ordinal + 1) END
+            AS retrieval_rank,
+        ct.request_id IS NOT NULL OR coalesce(list_contains(r.cited_ids, d.chunk_id), false) AS cited
+    FROM decisive d
+    JOIN requests r USING (request_id)
+    LEFT JOIN chunks c ON c.request_id = d.request_id AND c.chunk_id = d.chunk_id
+    LEFT JOIN cited ct ON ct.request_id = d.request_id AND ct.chunk_id = d.chunk_id
+), decisive_placed AS (
+    SELECT pp.request_id, pp.chunk_id, pp.slot, pp.relative_position
+    FROM placement_positions pp
+    SEMI JOIN decisive d ON d.request_id = pp.request_id AND d.chunk_id = pp.chunk_id
+), decisive_first AS (
+    -- each in-prompt decisive chunk at its first occurrence, for ranking metrics
+    SELECT request_id, chunk_id, min(slot) AS slot
+    FROM decisive_placed
+    GROUP BY request_id, chunk_id
+), per_request_decisive AS (
+    SELECT
+        request_id,
+        any_value(source) AS decisive_source,
+        count(*) AS n_decisive,
+        count(*) FILTER (WHERE retrieved) AS n_decisive_retrieved,
+        min(retrieval_rank) AS best_retrieval_rank,
+        sum(1 / log2(retrieval_rank + 1)) AS retrieval_dcg,
+        bool_or(cited) AS cites_decisive
+    FROM decisive_chunk
+    GROUP BY request_id
+), per_request_placed AS (
+    SELECT
+        request_id,
+        count(DISTINCT chunk_id) AS n_decisive_in_prompt,
+        min(slot) AS decisive_slot,
+        arg_min(relative_position, slot) AS decisive_position,
+        min(relative_position) AS decisive_min_position,
+        max(relative_position) AS decisive_max_position
+    FROM decisive_placed
+    GROUP BY request_id
+), per_request_first AS (
+    SELECT request_id, sum(1 / log2(slot + 1)) AS prompt_dcg
+    FROM decisive_first
+    GROUP BY request_id
+), prompt_size AS (
+    SELECT request_id, count(*) AS k FROM placements GROUP BY request_id
+), chunk_count AS (
+    SELECT request_id, count(*) AS n_chunks FROM chunks GROUP BY request_id
+), per_request_cited AS (
+    SELECT
+        c.request_id,
+        bool_or(c.authority IS NOT NULL AND c.authority <> 'canonical') AS cites_noncanonical,
+        list(DISTINCT {'source_id': c.source_id, 'authority': c.authority})
+            FILTER (WHERE d.chunk_id IS NULL AND c.source_id IS NOT NULL) AS cited_other_sources
+    FROM cited c
+    LEFT JOIN decisive d ON d.request_id = c.request_id AND d.chunk_id = c.chunk_id
+    GROUP BY c.request_id
+), cited_count AS (
+    -- distinct cited ids: chunks marked cited plus every id in cited_ids
+    SELECT request_id, count(DISTINCT chunk_id) AS n_cited
+    FROM (
+        SELECT request_id, chunk_id FROM cited
+        UNION ALL
+        SELECT request_id, unnest(cited_ids) AS chunk_id FROM requests
+    )
+    GROUP BY request_id
+)
+SELECT
+    r.request_id,
+    m.correct,
+    m.score,
+    m.graded_at,
+    CAST(coalesce(ps.k, 0) AS INTEGER) AS k,
+    CAST(coalesce(cc.n_chunks, 0) AS INTEGER) AS n_chunks,
+    prd.decisive_source,
+    CAST(coalesce(prd.n_decisive, 0) AS INTEGER) AS n_decisive,
+    CAST(coalesce(prd.n_decisive_retrieved, 0) AS INTEGER) AS n_decisive_retrieved,
+    CAST(coalesce(prp.n_decisive_in_prompt, 0) AS INTEGER) AS n_decisive_in_prompt,
+    CAST(prp.decisive_slot AS INTEGER) AS decisive_slot,
+    prp.decisive_position,
+    prp.decisive_min_position,
+    prp.decisive_max_position,
+    CASE WHEN prd.n_decisive > 0 THEN coalesce(1 / prd.best_retrieval_rank, 0) END AS retrieval_rr,
+    CASE WHEN prd.n_decisive > 0 THEN
+        coalesce(prd.retrieval_dcg / ideal_dcg(least(prd.n_decisive, coalesce(cc.n_chunks, 0))), 0)
+    END AS retrieval_ndcg,
+    CASE WHEN prd.n_decisive > 0 THEN coalesce(1 / prp.decisive_slot, 0) END AS prompt_rr,
+    CASE WHEN prd.n_decisive > 0 THEN
+        coalesce(prf.prompt_dcg / ideal_dcg(least(prd.n_decisive, coalesce(ps.k, 0))), 0)
+    END AS prompt_ndcg,
+    CAST(coalesce(ncc.n_cited, 0) AS INTEGER) AS n_cited,
+    coalesce(prd.cites_decisive, false) AS cites_decisive,
+    coalesce(prc.cites_noncanonical, false) AS cites_noncanonical,
+    prc.cited_other_sources,
+    CAST(len(m.required_constraints) AS INTEGER) AS n_required,
+    CAST(CASE WHEN m.required_constraints IS NOT NULL THEN
+        len(list_intersect(list_distinct(coalesce(m.recalled_constraints, [])), m.required_constraints))
+    END AS INTEGER) AS n_recalled
+FROM requests r
+LEFT JOIN merged m USING (request_id)
+LEFT JOIN prompt_size ps USING (request_id)
+LEFT JOIN chunk_count cc USING (request_id)
+LEFT JOIN per_request_decisive prd USING (request_id)
+LEFT JOIN per_request_placed prp USING (request_id)
+LEFT JOIN per_request_first prf USING (request_id)
+LEFT JOIN per_request_cited prc USING (request_id)
+LEFT JOIN cited_count ncc USING (request_id);

@@ -1,0 +1,16 @@
+-- metric: Sources cited beside the decisive evidence: among requests whose decisive evidence was in the prompt, the non-decisive sources their answers cited, most cited first (instead_of_decisive: requests that cited no decisive chunk at all).
+-- keys: source_id, authority
+CREATE OR REPLACE VIEW cited_sources_elsewhere AS
+WITH cited AS (
+    SELECT /*groups*/ request_id, cites_decisive, unnest(cited_other_sources, recursive := true)
+    FROM /*facts*/request_facts f
+    WHERE n_decisive_in_prompt > 0 AND len(cited_other_sources) > 0
+)
+SELECT /*groups*/
+    source_id,
+    authority,
+    count(DISTINCT request_id) AS requests,
+    count(DISTINCT request_id) FILTER (WHERE NOT cites_decisive) AS instead_of_decisive
+FROM cited
+GROUP BY /*groups*/ source_id, authority
+ORDER BY /*groups*/ requests DESC, source_id, authority;

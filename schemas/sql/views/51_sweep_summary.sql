@@ -1,0 +1,95 @@
+-- metric: Sweep metrics per experiment and packing strategy: position sensitivity delta, buried-evidence failure rate, answer consistency across permutations, and the closed-book baseline.
+-- keys: experiment, strategy
+--
+-- sensitivity_delta: max minus min accuracy across the placement conditions (graded requests,
+--   condition 'absent' excluded; NULL with fewer than two conditions).
+-- buried_failure_rate: among cases with at least one graded request whose decisive evidence
+--   reached the prompt only in the middle band (no occurrence at an edge) and at least one
+--   whose decisive evidence had an occurrence at an edge, the share that were correct in some
+--   edge request and wrong in every middle-only request.
+-- answer_consistency: among cases with answers in at least two conditions (excluding 'absent'),
+--   the share whose normalised answers (lower case, whitespace collapsed, trailing
+--   punctuation dropped) are all the same.
+CREATE OR REPLACE VIEW sweep_summary AS
+WITH f AS (
+    SELECT *,
+        regexp_replace(lower(trim(regexp_replace(r.answer, '\s+', ' ', 'g'))), '[\s.!?;:,]+$', '')
+            AS normalised_answer
+    FROM /*facts*/request_facts f
+    JOIN (SELECT request_id, answer FROM requests) r USING (request_id)
+    WHERE experiment IS NOT NULL
+), per_condition AS (
+    SELECT /*groups*/ experiment, strategy, condition,
+        count(*) FILTER (WHERE correct) / nullif(count(correct), 0) AS accuracy
+    FROM f
+    WHERE condition IS DISTINCT FROM 'absent'
+    GROUP BY ALL
+), spread AS (
+    SELECT /*groups*/ experiment, strategy,
+        count(accuracy) AS conditions,
+        CASE WHEN count(accuracy) >= 2 THEN max(accuracy) - min(accuracy) END AS sensitivity_delta,
+        arg_max(condition, accuracy) AS best_condition,
+        arg_min(condition, accuracy) AS worst_condition
+    FROM per_condition
+    GROUP BY ALL
+), per_case AS (
+    SELECT /*groups*/ experiment, strategy, case_id,
+        count(*) FILTER (WHERE correct IS NOT NULL AND decisive_at_edge) AS edge_graded,
+        count(*) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge) AS middle_graded,
+        bool_or(correct) FILTER (WHERE decisive_at_edge) AS edge_any_correct,
+        bool_and(NOT correct) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge)
+            AS middle_all_wrong,
+        count(DISTINCT condition) FILTER (WHERE normalised_answer IS NOT NULL
+                                           AND condition IS DISTINCT FROM 'absent') AS answered_conditions,
+        count(DISTINCT normalised_answer) FILTER (WHERE condition IS DISTINCT FROM 'absent')
+            AS distinct_answers
+    FROM f
+    WHERE case_id IS NOT NULL
+    GROUP BY ALL
+), cases AS (
+    SELECT /*groups*/ experiment, strategy,
+        count(*) AS cases,
+        count(*) FILTER (WHERE edge_graded > 0 AND middle_graded > 0) AS buried_eligible_cases,
+        count(*) FILTER (WHERE edge_graded > 0 AND middle_graded > 0
+                           AND edge_any_correct AND middle_all_wrong) AS buried_failure_cases,
+        count(*) FILTER (WHERE answered_conditions >= 2) AS consistency_cases,
+        count(*) FILTER (WHERE answered_conditions >= 2 AND distinct_answers = 1) AS consistent_cases
+    FROM per_case
+    GROUP BY ALL
+), totals AS (
+    SELECT /*groups*/ experiment, strategy,
+        count(*) AS requests,
+        count(correct) FILTER (WHERE condition IS DISTINCT FROM 'absent') AS n,
+        count(*) FILTER (WHERE correct AND condition IS DISTINCT FROM 'absent') AS correct,
+        count(*) FILTER (WHERE correct AND condition IS DISTINCT FROM 'absent')
+            / nullif(count(correct) FILTER (WHERE condition IS DISTINCT FROM 'absent'), 0) AS accuracy,
+        count(correct) FILTER (WHERE condition = 'absent') AS absent_n,
+        count(*) FILTER (WHERE correct AND condition = 'absent')
+            / nullif(count(correct) FILTER (WHERE condition = 'absent'), 0) AS absent_accuracy
+    FROM f
+    GROUP BY ALL
+)
+SELECT /*groups*/
+    experiment,
+    strategy,
+    t.requests,
+    t.n,
+    t.correct,
+    t.accuracy,
+    t.absent_n,
+    t.absent_accuracy,
+    coalesce(s.conditions, 0) AS conditions,
+    s.sensitivity_delta,
+    s.best_condition,
+    s.worst_condition,
+    coalesce(c.cases, 0) AS cases,
+    coalesce(c.buried_eligible_cases, 0) AS buried_eligible_cases,
+    coalesce(c.buried_failure_cases, 0) AS buried_failure_cases,
+    c.buried_failure_cases / nullif(c.buried_eligible_cases, 0) AS buried_failure_rate,
+    coalesce(c.consistency_cases, 0) AS consistency_cases,
+    coalesce(c.consistent_cases, 0) AS consistent_cases,
+    c.consistent_cases / nullif(c.consistency_cases, 0) AS answer_consistency
+FROM totals t
+LEFT JOIN spread s USING (/*groups*/ experiment, strategy)
+LEFT JOIN cases c USING (/*groups*/ experiment, strategy)
+ORDER BY /*groups*/ experiment, strategy;
