@@ -36,6 +36,7 @@ TAXONOMY_COLORS = {
     "unused": "#377eb8",
     "unlabeled": "#8c8c8c",
 }
+AUTHORITY_COLORS = {"canonical": "#1f77b4", "deprecated": "#d62728", "(none)": "#aaaaaa"}
 SERIES_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
                  "#e377c2", "#7f7f7f", "#bcbd22")
 MIDDLE_TINT = "rgba(228, 26, 28, 0.07)"
@@ -51,9 +52,10 @@ def esc(value: Any) -> str:
 
 def _layout(fig: go.Figure, title: str | None = None, height: int = 380, **kw: Any) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        height=height, margin=dict(l=10, r=10, t=48 if title else 16, b=10), font=FONT,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1,
+        title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
+                   pad=dict(t=8), font=dict(size=15)) if title else None,
+        height=height, margin=dict(l=10, r=10, t=78 if title else 36, b=10), font=FONT,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
                     title=None),
         hoverlabel=dict(align="left"), plot_bgcolor="white", **kw)
     fig.update_xaxes(showline=True, linecolor="#bbb", gridcolor="#eee")
@@ -189,16 +191,27 @@ def rate_by_week(df: pd.DataFrame, value: str, title: str | None = None,
             fig.add_trace(go.Scatter(
                 x=list(weeks) + list(weeks[::-1]),
                 y=list(part[hi].astype(float)) + list(part[lo].astype(float)[::-1]),
-                fill="toself", fillcolor=_tint(color), line=dict(width=0), hoverinfo="skip",
+                fill="toself", fillcolor=_tint(color), line=dict(width=0), mode="lines",
+                hoverinfo="skip",
                 showlegend=False, name=esc(f"{name} interval")))
         fig.add_trace(go.Scatter(
             x=weeks, y=part[value].astype(float), name=esc(name), mode="lines+markers",
             line=dict(color=color, width=2), customdata=_custom(part, lo, hi, n),
             hovertemplate=_rate_hover(esc(name), "week of", esc(value_title or value))))
     fig.update_layout(showlegend=split is not None)
-    fig.update_xaxes(title="ISO week", tickformat="%d %b %Y")
+    _week_axis(fig, df)
     _pct_axis(fig, title=value_title or value)
     return _layout(fig, title)
+
+
+def _week_axis(fig: go.Figure, df: pd.DataFrame) -> None:
+    """Ticks on the Mondays that label ISO weeks (every week while there are few)."""
+    weeks = pd.to_datetime(df["week"]).dropna() if "week" in df else pd.Series([], dtype=object)
+    if weeks.empty:
+        return
+    step = max(1, -(-weeks.nunique() // 10))
+    fig.update_xaxes(title="ISO week (Monday, UTC)", tickformat="%d %b %Y", tick0=weeks.min(),
+                     dtick=7 * 24 * 3600 * 1000 * step)
 
 
 def _tint(hex_color: str, alpha: float = 0.15) -> str:
@@ -224,7 +237,7 @@ def taxonomy_by_week(df: pd.DataFrame, title: str | None = None,
             hovertemplate=f"{esc(cls)}<br>week of %{{x|%d %b %Y}}<br>%{{customdata[0]:,}} requests"
                           "<br>%{customdata[1]:.1%} of the week<extra></extra>"))
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="ISO week", tickformat="%d %b %Y")
+    _week_axis(fig, frame)
     if share:
         _pct_axis(fig, title="share of requests")
     else:
@@ -264,14 +277,22 @@ def taxonomy_by_slice(df: pd.DataFrame, dim: str, title: str | None = None,
 def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Week-over-week change per slice (``slice``, ``delta``, ``before``, ``after``, ``n``)."""
     if df.empty:
-        return empty("No slice has enough requests in both weeks to call a change")
+        return empty("No slice has data in both of the last two weeks")
     frame = df.sort_values("delta")
-    colors = ["#d62728" if d < 0 else "#2ca02c" for d in frame["delta"]]
+    called = frame["called"] if "called" in frame else pd.Series(True, index=frame.index)
+    colors = ["#bbbbbb" if not c else ("#d62728" if d < 0 else "#2ca02c")
+              for d, c in zip(frame["delta"], called, strict=True)]
+    notes = ["" if c else " (n too small: not called)" for c in called]
     fig = go.Figure(go.Bar(
         y=[esc(s) for s in frame["slice"]], x=frame["delta"].astype(float), orientation="h",
-        marker_color=colors, customdata=frame[["before", "after", "n"]].values,
+        marker_color=colors, customdata=frame[["before", "after", "n", "n_before"]].values
+        if "n_before" in frame else frame[["before", "after", "n", "n"]].values,
+        text=[f"{b:.0%} → {a:.0%}{note}" for b, a, note in
+              zip(frame["before"], frame["after"], notes, strict=True)],
+        textposition="auto",
         hovertemplate="%{y}<br>%{customdata[0]:.1%} → %{customdata[1]:.1%}"
-                      "<br>change %{x:+.1%}<br>n this week = %{customdata[2]:,}<extra></extra>"))
+                      "<br>change %{x:+.1%}<br>n = %{customdata[3]:,} → %{customdata[2]:,}"
+                      "<extra></extra>"))
     fig.update_xaxes(tickformat="+.0%", title="change in accuracy, last week vs the week before",
                      zeroline=True, zerolinecolor="#888")
     fig.update_yaxes(type="category")
@@ -328,7 +349,7 @@ def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: flo
             hovertext=[f"cited: {esc(c)}" for c in cited["chunk_id"]], hoverinfo="text"))
     if frame["decisive"].fillna(False).astype(bool).any():
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="decisive (outlined)",
-                                 marker=dict(symbol="square-open", size=14,
+                                 marker=dict(symbol="square-open", size=14, color="#000",
                                              line=dict(width=3, color="#000"))))
     for x in (early_end * total, late_start * total):
         fig.add_vline(x=x, line_dash="dash", line_color="#888", line_width=1)
@@ -339,9 +360,9 @@ def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: flo
     fig.update_layout(barmode="overlay", bargap=0)
     fig.update_xaxes(range=[0, total], title=axis_title, showgrid=False)
     fig.update_yaxes(visible=False, range=[-0.45, 0.9])
-    fig = _layout(fig, title, height=230)
-    fig.update_layout(legend=dict(y=-0.45, yanchor="top", x=0, xanchor="left"),
-                      margin=dict(b=70))
+    fig = _layout(fig, title, height=280)
+    fig.update_layout(legend=dict(y=-0.42, yanchor="top", x=0, xanchor="left"),
+                      margin=dict(b=40))
     return fig
 
 
@@ -396,7 +417,8 @@ def count_bars(df: pd.DataFrame, category: str, value: str = "n", color: str | N
     for i, (name, part) in enumerate(groups):
         fig.add_trace(go.Bar(
             y=[esc(v) for v in part[category]], x=part[value], orientation="h", name=esc(name),
-            marker_color=SERIES_COLORS[i % len(SERIES_COLORS)],
+            marker_color=AUTHORITY_COLORS.get(name, SERIES_COLORS[i % len(SERIES_COLORS)])
+            if color == "authority" else SERIES_COLORS[i % len(SERIES_COLORS)],
             hovertemplate=f"%{{y}}<br>{esc(name)}<br>%{{x:,}} {esc(value_title)}<extra></extra>"))
     fig.update_layout(barmode="stack", showlegend=color is not None)
     fig.update_xaxes(title=value_title)
@@ -404,11 +426,25 @@ def count_bars(df: pd.DataFrame, category: str, value: str = "n", color: str | N
     return _layout(fig, title, height=max(220, 60 + 28 * len(frame)))
 
 
-def compare_layouts(df: pd.DataFrame, x: str, a: str, b: str, side: str = "strategy",
-                    title: str | None = None, order: Sequence[str] | None = None) -> go.Figure:
-    """Two layouts (values of ``side``) side by side over ``x`` with their intervals."""
-    frame = df[df[side].astype("string").isin([a, b])]
-    return rate_bars(frame, x, split=side, order=order, title=title)
+def layout_difference(df: pd.DataFrame, a: str, b: str, x: str = "condition",
+                      title: str | None = None) -> go.Figure:
+    """Accuracy of layout B minus layout A per placement (``x``, ``difference``, counts)."""
+    if df.empty:
+        return empty("The two layouts share no placement")
+    diff = df["difference"].astype(float)
+    fig = go.Figure(go.Bar(
+        x=[esc(v) for v in df[x]], y=diff,
+        marker_color=["#bbbbbb" if pd.isna(d) else ("#2ca02c" if d >= 0 else "#d62728")
+                      for d in diff],
+        text=[f"{d:+.0%}" if pd.notna(d) else "" for d in diff], textposition="outside",
+        customdata=df[["accuracy_a", "accuracy_b", "n_a", "n_b"]].values,
+        hovertemplate=f"%{{x}}<br>{esc(a)}: %{{customdata[0]:.1%}} (n=%{{customdata[2]}})"
+                      f"<br>{esc(b)}: %{{customdata[1]:.1%}} (n=%{{customdata[3]}})"
+                      "<br>difference %{y:+.1%}<extra></extra>"))
+    fig.update_yaxes(tickformat="+.0%", title=esc(f"{b} − {a}"), zeroline=True,
+                     zerolinecolor="#888", range=[-1.1, 1.1])
+    fig.update_xaxes(type="category", title=esc(x))
+    return _layout(fig, title, height=320)
 
 
 def citation_drift(df: pd.DataFrame, title: str | None = None) -> go.Figure:

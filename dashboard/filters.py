@@ -85,11 +85,10 @@ def sidebar(facets: dict[str, Any]) -> dict[str, str]:
             d_since, d_until = default_range(first, last)
             _sync_date("since", d_since, first, last)
             _sync_date("until", d_until, first, last)
-            left, right = st.columns(2)
-            since = left.date_input("From", key="f_since", min_value=first, max_value=last,
-                                    format="YYYY-MM-DD")
-            until = right.date_input("To", key="f_until", min_value=first, max_value=last,
-                                     format="YYYY-MM-DD")
+            since = st.date_input("From", key="f_since", min_value=first, max_value=last,
+                                  format="YYYY-MM-DD")
+            until = st.date_input("To (inclusive)", key="f_until", min_value=first,
+                                  max_value=last, format="YYYY-MM-DD")
             if since > until:
                 since, until = until, since
             _write_date("since", since)

@@ -84,16 +84,36 @@ def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: int = MIN_N,
                 continue
             n_cur, n_prev = int(cur[n].iloc[0]), int(prev[n].iloc[0])
             after, before = cur[value].iloc[0], prev[value].iloc[0]
-            if n_cur < min_n or n_prev < min_n or pd.isna(after) or pd.isna(before):
+            if pd.isna(after) or pd.isna(before):
                 continue
             rows.append({"dimension": dim, "value": str(key), "slice": f"{dim}: {key}",
                          "before": float(before), "after": float(after),
-                         "delta": float(after) - float(before), "n": n_cur, "n_before": n_prev})
+                         "delta": float(after) - float(before), "n": n_cur, "n_before": n_prev,
+                         "called": n_cur >= min_n and n_prev >= min_n})
     out = pd.DataFrame(rows, columns=["dimension", "value", "slice", "before", "after", "delta",
-                                      "n", "n_before"])
+                                      "n", "n_before", "called"])
     if out.empty:
         return out
-    return out.reindex(out["delta"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+    rank = out.assign(_c=~out["called"].astype(bool), _a=-out["delta"].abs())
+    return out.loc[rank.sort_values(["_c", "_a"]).index].reset_index(drop=True)
+
+
+def layout_difference(conditions: pd.DataFrame, a: str, b: str,
+                      order: list[str]) -> pd.DataFrame:
+    """sweep_conditions rows of strategies a and b → per condition: both accuracies, B − A."""
+    cols = ["condition", "accuracy_a", "accuracy_b", "difference", "n_a", "n_b"]
+    pick = {s: conditions[conditions["strategy"].astype(str) == s].set_index("condition")
+            for s in (a, b)}
+    shared = [c for c in order if c in pick[a].index and c in pick[b].index]
+    if not shared:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame({"condition": shared,
+                        "accuracy_a": pick[a].loc[shared, "accuracy"].astype(float).values,
+                        "accuracy_b": pick[b].loc[shared, "accuracy"].astype(float).values,
+                        "n_a": pick[a].loc[shared, "n"].values,
+                        "n_b": pick[b].loc[shared, "n"].values})
+    out["difference"] = out["accuracy_b"] - out["accuracy_a"]
+    return out[cols]
 
 
 def requests_per_k(frame: pd.DataFrame) -> list[int]:

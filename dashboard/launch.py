@@ -96,7 +96,8 @@ def _reachable_host(host: str) -> str:
 def streamlit_command(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(APP),
             "--server.headless", "true", "--server.address", host, "--server.port", str(port),
-            "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
+            "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "viewer", "--theme.base", "light"]
 
 
 def streamlit_env(settings: DashboardSettings) -> dict[str, str]:

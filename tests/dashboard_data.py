@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
 from schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.sender import Sender
 
@@ -21,6 +24,7 @@ CHUNK_TOKENS = 400
 PREAMBLE = 300
 XSS_TEXT = "<img src=x onerror=alert(1)>"
 MARKDOWN_TEXT = "**bold** [link](http://x)"
+REQUIRED = ("opened items", "14 days")
 INCIDENT_QUESTION = "How many days does a customer have to return an opened item?"
 UNGRADED_QUESTION = "Can I cancel an annual plan after the first month?"
 
@@ -75,7 +79,9 @@ def weekly_records() -> list[tuple[datetime, RagRecord]]:
                     model=model, template_id="support-v2", strategy=("score_order", "edge")[m],
                     prompt_tokens=tokens, chunks=chunks, placements=placements,
                     cited_ids=(f"{prefix}-c{slot}",) if not wrong else (f"{prefix}-c1",),
-                    outcome=Outcome(correct=not wrong, decisive_chunk_ids=(f"{prefix}-c{slot}",)))))
+                    outcome=Outcome(correct=not wrong, decisive_chunk_ids=(f"{prefix}-c{slot}",),
+                                    required_constraints=REQUIRED,
+                                    recalled_constraints=REQUIRED if not wrong else REQUIRED[:1]))))
     return out
 
 
@@ -143,9 +149,25 @@ def sweep_records() -> list[tuple[datetime, RagRecord]]:
     return out
 
 
+class BatchSender(Sender):
+    """The same real SDK and OTLP exporter, exporting in batches (one commit per batch)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        provider = TracerProvider(resource=self.provider.resource)
+        provider.add_span_processor(BatchSpanProcessor(self.exporter, max_export_batch_size=512,
+                                                       schedule_delay_millis=100))
+        self.provider = provider
+        self.tracer = provider.get_tracer("midtrace.tests")
+
+    def close(self) -> None:
+        self.provider.force_flush()
+        super().close()
+
+
 def send_all(url: str) -> Fixture:
     """Send every fixture trace to the collector at ``url``; returns their trace ids."""
-    sender = Sender(url)
+    sender = BatchSender(url)
     fx = Fixture()
     try:
         for when, record in weekly_records() + sweep_records():

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from dashboard import data, figures, filters, ui
+from dashboard import data, figures, filters, frames, ui
 
 params = dict(filters.current())
 st.title("Experiments")
@@ -60,19 +59,12 @@ else:
     left, right = st.columns(2)
     a = left.selectbox("Layout A", strategies, index=0, key="layout_a", bind="query-params")
     b = right.selectbox("Layout B", strategies, index=1, key="layout_b", bind="query-params")
-    pair = conditions[conditions["strategy"].astype(str).isin([a, b])]
-    wide = pair.pivot_table(index="condition", columns="strategy", values="accuracy")
-    if a != b and a in wide and b in wide:
-        wide = wide.reindex([c for c in order if c in wide.index])
-        diff = pd.DataFrame({"condition": wide.index, f"accuracy {a}": wide[a].values,
-                             f"accuracy {b}": wide[b].values,
-                             "difference (B − A)": (wide[b] - wide[a]).values})
-        ui.chart(figures.compare_layouts(conditions, "condition", a, b, order=order,
-                                         title=f"{a} vs {b} by placement"), pair,
-                 f"compare_{a}_{b}", key="compare")
-        ui.table(diff, f"difference_{a}_{b}", key="diff",
-                 column_config={c: st.column_config.NumberColumn(format="percent")
-                                for c in diff.columns if c != "condition"})
+    if a != b:
+        diff = frames.layout_difference(conditions, a, b, order)
+        ui.chart(figures.layout_difference(diff, a, b, title=f"{b} minus {a}, by placement"),
+                 diff, f"difference_{a}_{b}", key="compare",
+                 caption="Green: B more accurate at that placement. A layout that only wins in "
+                         "the middle is fixing positional bias.")
     else:
         st.caption("Pick two different layouts.")
 

@@ -44,9 +44,10 @@ with left:
                                   n="graded"), weekly, "weekly_overview")
 with right:
     tax = ui.query(data.view, "taxonomy_by_week", params, ("week",))
-    share = st.toggle("Show shares", key="tax_share", value=False)
+    share = st.session_state.get("tax_share", False)
     ui.chart(figures.taxonomy_by_week(tax, title="Failure taxonomy by week", share=share), tax,
              "taxonomy_by_week")
+    st.toggle("Show shares of each week", key="tax_share")
 
 left, right = st.columns(2)
 with left:
@@ -60,7 +61,8 @@ with right:
 
 st.subheader("Slices that moved most")
 st.caption("Accuracy in the newest week against the week before, per model, template, packing "
-           f"strategy and context length; only slices with n ≥ {frames.MIN_N} in both weeks.")
+           f"strategy and context length, biggest change first. Grey: fewer than {frames.MIN_N} "
+           "graded requests in one of the weeks, so the change is not called.")
 parts = []
 for dim in ("model", "template", "strategy", "context_bucket"):
     parts.append((dim, ui.query(data.view, "weekly_overview", params, (dim, "week"))))
