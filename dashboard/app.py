@@ -1,4 +1,8 @@
-"""midtrace dashboard: the router. Pages live in dashboard/pages/, charts in figures.py.
+"""midtrace dashboard: the router. Pages live in dashboard/app_pages/, charts in figures.py.
+
+Not `pages/`: Streamlit treats a `pages/` folder beside the entrypoint as an old-style
+multipage app for the first run of a fresh server, running a deep-linked page script
+without this router (no filters, no gate).
 
 Run through `midtrace dashboard --url URL | --db PATH` (dashboard/launch.py), which tells
 this app where its data is through MIDTRACE_URL / MIDTRACE_DB.
@@ -15,19 +19,19 @@ st.set_page_config(page_title="midtrace", page_icon="◧", layout="wide",
 
 PAGES = {
     "Review": [
-        st.Page("pages/overview.py", title="Overview", icon=":material/monitoring:",
+        st.Page("app_pages/overview.py", title="Overview", icon=":material/monitoring:",
                 url_path="overview", default=True),
-        st.Page("pages/position.py", title="Position", icon=":material/align_horizontal_center:",
+        st.Page("app_pages/position.py", title="Position", icon=":material/align_horizontal_center:",
                 url_path="position"),
-        st.Page("pages/citations.py", title="Citations", icon=":material/format_quote:",
+        st.Page("app_pages/citations.py", title="Citations", icon=":material/format_quote:",
                 url_path="citations"),
-        st.Page("pages/failures.py", title="Failures", icon=":material/report:",
+        st.Page("app_pages/failures.py", title="Failures", icon=":material/report:",
                 url_path="failures"),
-        st.Page("pages/experiments.py", title="Experiments", icon=":material/science:",
+        st.Page("app_pages/experiments.py", title="Experiments", icon=":material/science:",
                 url_path="experiments"),
     ],
     "Inspect": [
-        st.Page("pages/inspector.py", title="Trace inspector", icon=":material/search:",
+        st.Page("app_pages/inspector.py", title="Trace inspector", icon=":material/search:",
                 url_path="inspector"),
     ],
 }

@@ -38,9 +38,10 @@ def chart(fig: go.Figure, frame: pd.DataFrame, name: str, key: str | None = None
 def table(frame: pd.DataFrame, name: str, key: str | None = None, **kw: Any) -> Any:
     """A data frame (drawn on a canvas, never as HTML) with its CSV download."""
     key = key or name
-    event = st.dataframe(frame, key=f"table_{key}", hide_index=True, width="stretch", **kw)
-    st.download_button("⬇ CSV", frame.to_csv(index=False).encode(), file_name=f"{name}.csv",
-                       mime="text/csv", key=f"csv_{key}")
+    with st.container(key=f"table_{key}"):  # the key names it in the page (tests, links)
+        event = st.dataframe(frame, key=f"df_{key}", hide_index=True, width="stretch", **kw)
+        st.download_button("⬇ CSV", frame.to_csv(index=False).encode(),
+                           file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}")
     return event
 
 

@@ -75,4 +75,4 @@ event = ui.table(rows[shown_cols], f"requests_{cls}", key="requests",
 selected = event.selection.rows if event is not None else []
 if selected:
     trace_id = str(rows.iloc[selected[0]]["trace_id"])
-    st.switch_page("pages/inspector.py", query_params={"trace_id": trace_id})
+    st.switch_page("app_pages/inspector.py", query_params={"trace_id": trace_id})

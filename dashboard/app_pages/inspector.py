@@ -39,7 +39,7 @@ def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
                              "question": st.column_config.TextColumn(width="large")})
     if event.selection.rows:
         chosen = str(rows.iloc[event.selection.rows[0]]["trace_id"])
-        st.switch_page("pages/inspector.py", query_params={"trace_id": chosen})
+        st.switch_page("app_pages/inspector.py", query_params={"trace_id": chosen})
 
 
 if search:
