@@ -70,28 +70,56 @@ def filters(params: Params) -> Any:
     return Filters.from_params(dict(params))
 
 
+Source = tuple[str | None, str | None]
+
+
+def _src() -> Source:
+    """Part of every cache key, so that answers from one source never serve another."""
+    s = source()
+    return s["url"], s["db"]
+
+
 @st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False, max_entries=512)
-def view(name: str, params: Params, group_by: tuple[str, ...] = ()) -> pd.DataFrame:
+def _view(src: Source, name: str, params: Params, group_by: tuple[str, ...]) -> pd.DataFrame:
     return client().view(name, filters=filters(params), group_by=group_by)
 
 
+def view(name: str, params: Params, group_by: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A metric view under the filters ``params``, grouped by ``group_by`` (cached)."""
+    return _view(_src(), name, params, tuple(group_by))
+
+
 @st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False, max_entries=256)
-def requests(params: Params, search: str | None = None, taxonomy_class: str | None = None,
-             limit: int = 50, offset: int = 0) -> pd.DataFrame:
+def _requests(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
+              limit: int, offset: int) -> pd.DataFrame:
     return client().requests(filters(params), search=search, taxonomy_class=taxonomy_class,
                              limit=limit, offset=offset)
 
 
+def requests(params: Params, search: str | None = None, taxonomy_class: str | None = None,
+             limit: int = 50, offset: int = 0) -> pd.DataFrame:
+    """One page of requests, newest first (cached)."""
+    return _requests(_src(), params, search, taxonomy_class, limit, offset)
+
+
 @st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False, max_entries=256)
-def trace(trace_id: str) -> dict[str, Any] | None:
+def _trace(src: Source, trace_id: str) -> dict[str, Any] | None:
     result: dict[str, Any] | None = client().trace(trace_id)
     return result
 
 
+def trace(trace_id: str) -> dict[str, Any] | None:
+    return _trace(_src(), trace_id)
+
+
 @st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False)
-def facets() -> dict[str, Any]:
+def _facets(src: Source) -> dict[str, Any]:
     result: dict[str, Any] = client().facets()
     return result
+
+
+def facets() -> dict[str, Any]:
+    return _facets(_src())
 
 
 def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,14 @@ def open_page(page: Page, stack: Stack, name: str, query: str = "") -> int:
     return charts
 
 
+def test_a_deep_link_on_a_fresh_server_goes_through_the_router(page: Page, stack: Stack) -> None:
+    """The first session of a new server opens /inspector?trace_id=... with the filters."""
+    open_page(page, stack, "inspector", f"trace_id={stack.fixture.incident}")
+    expect(page.get_by_text(INCIDENT_QUESTION, exact=True)).to_be_visible()
+    expect(page.get_by_text("Filters", exact=True)).to_be_visible()
+    expect(page.locator('[data-testid="stSidebarNav"]').get_by_text("Trace inspector")).to_be_visible()
+
+
 @pytest.mark.parametrize("name", list(b.PAGES))
 def test_every_page_draws_its_charts_without_an_exception(page: Page, stack: Stack,
                                                           name: str) -> None:
