@@ -92,20 +92,36 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> list[int]:
             conn.execute("ROLLBACK")
             raise
         applied.append(m.version)
-    for v in sqlfiles.views():
-        conn.execute(v.sql)
+    # request_evidence is created from the views before it and read by the views after it
+    views = sqlfiles.views()
+    for v in views:
+        if v.version < _EVIDENCE_INPUTS:
+            conn.execute(v.sql)
     _ensure_evidence(conn)
+    for v in views:
+        if v.version >= _EVIDENCE_INPUTS:
+            conn.execute(v.sql)
     return applied
 
 
-# request_evidence is a table the store keeps equal to the view request_evidence_live (see
-# docs/metrics.md): rebuilt whole when the SQL it is derived from changes.
+# request_evidence is a table the store keeps equal to the view request_evidence_live
+# (docs/metrics.md, "Why request_evidence is a table"): the rows of every trace written or
+# graded are recomputed in the same transaction, and the whole table is rebuilt when the SQL
+# it is derived from changes.
 _EVIDENCE_INPUTS = 20  # views numbered below this define request_evidence_live
+_EVIDENCE_VIEW = "request_evidence_live"
+_VIEW_BODY = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW\s+\w+\s+AS\s+(.*?);?\s*$", re.S | re.I)
+_SCOPE = re.compile(r"/\*scope (\w+)\*/TRUE")
+_SCOPE_TRACE = re.compile(r"/\*scope_trace (\w+)\*/TRUE")
+_INLINE = re.compile(r"/\*inline\*/(\w+)")
 
 
 def _evidence_hash() -> str:
     sql = "\n".join(v.sql for v in sqlfiles.views() if v.version < _EVIDENCE_INPUTS)
     return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
+REBUILD_BATCH = 100_000  # requests per step of a rebuild: bounds its memory
 
 
 def _ensure_evidence(conn: duckdb.DuckDBPyConnection) -> None:
@@ -114,16 +130,44 @@ def _ensure_evidence(conn: duckdb.DuckDBPyConnection) -> None:
                        ).fetchone()
     if row is not None and row[0] == wanted:
         return
-    log.info("rebuilding request_evidence (its definition changed)")
+    log.info("building request_evidence (new database or a changed definition)")
     conn.execute("BEGIN TRANSACTION")
     try:
-        conn.execute(sqlfiles.query("rebuild_request_evidence"))
+        # the table takes its columns from the view; filled in request-id ranges
+        conn.execute("CREATE OR REPLACE TABLE request_evidence AS "
+                     "SELECT * FROM request_evidence_live LIMIT 0")
+        lo, hi = conn.execute("SELECT min(request_id), max(request_id) FROM requests").fetchone()  # type: ignore[misc]
+        if lo is not None:
+            sql = "INSERT INTO request_evidence " + _scoped_evidence_sql(
+                "{alias}.request_id BETWEEN $lo AND $hi",
+                "{alias}.trace_id IN (SELECT trace_id FROM requests "
+                "WHERE request_id BETWEEN $lo AND $hi)") + " ORDER BY request_id"
+            for start in range(lo, hi + 1, REBUILD_BATCH):
+                conn.execute(sql, {"lo": start, "hi": start + REBUILD_BATCH - 1})
         conn.execute("INSERT OR REPLACE INTO derived_state VALUES ('request_evidence', ?, ?)",
                      [wanted, datetime.now(UTC)])
         conn.execute("COMMIT")
     except Exception:
         conn.execute("ROLLBACK")
         raise
+
+
+def _view_body(name: str) -> str:
+    (view,) = [v for v in sqlfiles.views() if f"VIEW {name} " in v.sql]
+    body = "\n".join(line for line in view.sql.splitlines() if not line.startswith("--"))
+    match = _VIEW_BODY.search(body)
+    assert match is not None, f"{view.name}: no CREATE OR REPLACE VIEW"
+    return match[1]
+
+
+def _scoped_evidence_sql(by_request: str, by_trace: str, view: str = _EVIDENCE_VIEW) -> str:
+    """A view's query limited to some requests: each ``/*scope x*/TRUE`` becomes ``by_request``,
+    each ``/*scope_trace x*/TRUE`` ``by_trace`` (``{alias}`` is x), each ``/*inline*/v`` the
+    scoped query of view v."""
+    body = _view_body(view)
+    body = _SCOPE.sub(lambda m: by_request.format(alias=m[1]), body)
+    body = _SCOPE_TRACE.sub(lambda m: by_trace.format(alias=m[1]), body)
+    return _INLINE.sub(lambda m: f"({_scoped_evidence_sql(by_request, by_trace, m[1])})", body)
 
 
 def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> None:
@@ -137,9 +181,9 @@ def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) 
                      "WHERE trace_id IN (SELECT trace_id FROM _trace_ids)")
         conn.execute("DELETE FROM request_evidence "
                      "WHERE request_id IN (SELECT request_id FROM _refresh_ids)")
-        lo, hi = conn.execute("SELECT min(request_id), max(request_id) FROM _refresh_ids").fetchone()
-        if lo is not None:
-            conn.execute(sqlfiles.query("refresh_request_evidence"), {"lo": lo, "hi": hi})
+        conn.execute("INSERT INTO request_evidence " + _scoped_evidence_sql(
+            "{alias}.request_id IN (SELECT request_id FROM _refresh_ids)",
+            "{alias}.trace_id IN (SELECT trace_id FROM _trace_ids)"))
         conn.execute("DROP TABLE _refresh_ids")
     finally:
         conn.unregister("_trace_ids")

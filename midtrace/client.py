@@ -131,6 +131,12 @@ class FileClient:
     def close(self) -> None:
         self.conn.close()
 
+    def __enter__(self) -> FileClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 class HttpClient:
     """Reads through a running collector's query API."""
@@ -219,6 +225,12 @@ class HttpClient:
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> HttpClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def open_client(url: str | None = None, db: str | Path | None = None,

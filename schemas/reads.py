@@ -218,7 +218,8 @@ def _requests_where(filters: Filters, search: str | None,
                     taxonomy_class: str | None) -> tuple[str, dict[str, Any]]:
     conditions, params = _where(filters)
     if search:
-        conditions.append("contains(lower(question), lower($q))")
+        conditions.append("request_id IN (SELECT request_id FROM requests "
+                          "WHERE contains(lower(question), lower($q)))")
         params["q"] = search
     if taxonomy_class is not None:
         if taxonomy_class not in TAXONOMY_CLASSES:
@@ -238,8 +239,11 @@ def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = N
         raise QueryError(f"offset must not be negative, got {offset}")
     where, params = _requests_where(filters, search, taxonomy_class)
     ((total,),) = conn.execute(f"SELECT count(*) FROM request_facts{where}", params).fetchall()
-    sql = (f"SELECT {', '.join(REQUEST_COLUMNS)} FROM request_facts{where} "
-           "ORDER BY time DESC, request_id DESC LIMIT $limit OFFSET $offset")
+    columns = ", ".join("r.question" if c == "question" else f"page.{c}" for c in REQUEST_COLUMNS)
+    sql = (f"WITH page AS (SELECT * FROM request_facts{where} "
+           "ORDER BY time DESC, request_id DESC LIMIT $limit OFFSET $offset) "
+           f"SELECT {columns} FROM page JOIN requests r USING (request_id) "
+           "ORDER BY page.time DESC, page.request_id DESC")
     table = conn.sql(sql, params={**params, "limit": limit, "offset": offset}).to_arrow_table()
     return table, int(total)
 

@@ -6,7 +6,8 @@ WITH ranked AS (
     SELECT *,
            (CASE origin WHEN 'api' THEN 1 ELSE 0 END) AS priority,
            coalesce(time, received_at) AS effective_time
-    FROM outcomes
+    FROM outcomes o
+    WHERE /*scope_trace o*/TRUE
 )
 SELECT
     trace_id,

@@ -36,3 +36,22 @@ CREATE OR REPLACE MACRO context_bucket(prompt_tokens) AS
 -- DCG of the best possible order with m relevant items: sum over i = 1..m of 1 / log2(i + 1).
 CREATE OR REPLACE MACRO ideal_dcg(m) AS
     list_sum(list_transform(range(1, m + 1), lambda i: 1 / log2(i + 1)));
+
+-- Relative position of a placement in its prompt (DESIGN.md, "Position band"): its token
+-- midpoint over the prompt's tokens, capped at 1; (slot - 0.5) / k when it has no offsets or
+-- the prompt's length is unknown.
+CREATE OR REPLACE MACRO relative_position(token_start, token_end, prompt_tokens, slot, k) AS
+    CASE
+        WHEN token_start IS NOT NULL AND token_end IS NOT NULL AND prompt_tokens IS NOT NULL
+            THEN least(((token_start + token_end) / 2.0) / prompt_tokens, 1.0)
+        ELSE (slot - 0.5) / k
+    END;
+
+-- [0, band_early_end) early, [band_early_end, band_late_start) middle, [band_late_start, 1] late.
+CREATE OR REPLACE MACRO position_band(relative_position) AS
+    CASE
+        WHEN relative_position IS NULL THEN NULL
+        WHEN relative_position < (SELECT early_end FROM metric_settings) THEN 'early'
+        WHEN relative_position < (SELECT late_start FROM metric_settings) THEN 'middle'
+        ELSE 'late'
+    END;

@@ -19,22 +19,12 @@ WITH placed AS (
                  nullif(max(p.token_end) OVER (PARTITION BY p.request_id), 0)) AS prompt_tokens
     FROM placements p
     JOIN requests r USING (request_id)
+    WHERE /*scope p*/TRUE
 ), positioned AS (
-    SELECT
-        *,
-        CASE
-            WHEN token_start IS NOT NULL AND token_end IS NOT NULL AND prompt_tokens IS NOT NULL
-                THEN least(((token_start + token_end) / 2.0) / prompt_tokens, 1.0)
-            ELSE (slot - 0.5) / k
-        END AS relative_position
+    SELECT *, relative_position(token_start, token_end, prompt_tokens, slot, k) AS relative_position
     FROM placed
 )
 SELECT
     request_id, chunk_id, prompt_index, slot, k, token_start, token_end, char_start, char_end,
-    relative_position,
-    CASE
-        WHEN relative_position < s.early_end THEN 'early'
-        WHEN relative_position < s.late_start THEN 'middle'
-        ELSE 'late'
-    END AS band
-FROM positioned, metric_settings s;
+    relative_position, position_band(relative_position) AS band
+FROM positioned;

@@ -1,41 +1,67 @@
--- The definition of the request_evidence table: per request, the facts that need its chunks,
--- placements and merged outcome but none of the settings (bands are applied later, in
--- request_facts, from decisive_*_position). The store keeps request_evidence equal to this
--- view for every request; query the view directly to check it.
+-- The definition of the request_evidence table: one row per request with its filter and
+-- group-by columns and every fact that needs its chunks, placements or merged outcome, but
+-- none of the settings (bands are applied in request_facts from the decisive_*_position
+-- columns). The store keeps request_evidence equal to this view: it recomputes the rows of
+-- each trace it writes or grades and rebuilds the table when this definition changes. For
+-- that it runs this query with each /*scope x*/TRUE replaced by a filter on the request ids
+-- being refreshed, and request_outcomes inlined with its /*scope_trace x*/TRUE replaced by a
+-- filter on their trace ids (collector/store.py), so a refresh reads only those requests.
+-- Query this view directly to check the table.
 --
 -- Decisive chunks (DESIGN.md, "decisive position"): the merged outcome's decisive_chunk_ids
 -- when it names any; else the chunks the app marked decisive; else the chunks it labelled
 -- direct_answer or exception_constraint. decisive_source says which rule applied.
 CREATE OR REPLACE VIEW request_evidence_live AS
-WITH merged AS (
+WITH req AS (
+    SELECT * FROM requests r WHERE /*scope r*/TRUE
+), chunk AS (
+    SELECT * FROM chunks c WHERE /*scope c*/TRUE
+), merged AS (
     SELECT r.request_id, o.correct, o.score, o.graded_at,
            list_distinct(o.decisive_chunk_ids) AS decisive_chunk_ids,
            list_distinct(o.required_constraints) AS required_constraints,
            o.recalled_constraints
-    FROM requests r
-    JOIN request_outcomes o ON o.trace_id = r.trace_id
+    FROM req r
+    JOIN /*inline*/request_outcomes o ON o.trace_id = r.trace_id
+), placed AS (
+    SELECT
+        p.request_id,
+        p.chunk_id,
+        row_number() OVER (PARTITION BY p.request_id ORDER BY p.prompt_index) AS slot,
+        count(*) OVER (PARTITION BY p.request_id) AS k,
+        p.token_start,
+        p.token_end,
+        coalesce(nullif(r.prompt_tokens, 0),
+                 nullif(max(p.token_end) OVER (PARTITION BY p.request_id), 0)) AS prompt_tokens
+    FROM placements p
+    JOIN req r USING (request_id)
+    WHERE /*scope p*/TRUE
+), positioned AS (
+    SELECT request_id, chunk_id, slot, k,
+           relative_position(token_start, token_end, prompt_tokens, slot, k) AS relative_position
+    FROM placed
 ), named AS (
     SELECT request_id, decisive_chunk_ids FROM merged WHERE len(decisive_chunk_ids) > 0
 ), marked AS (
-    SELECT DISTINCT request_id FROM chunks WHERE decisive
+    SELECT DISTINCT request_id FROM chunk WHERE decisive
 ), decisive AS (
     SELECT request_id, chunk_id, 'outcome' AS source
     FROM (SELECT request_id, unnest(decisive_chunk_ids) AS chunk_id FROM named)
     UNION ALL
     SELECT request_id, chunk_id, 'marked' AS source
-    FROM chunks
+    FROM chunk
     WHERE decisive AND request_id NOT IN (SELECT request_id FROM named)
     UNION ALL
     SELECT request_id, chunk_id, 'label' AS source
-    FROM chunks
+    FROM chunk
     WHERE label IN ('direct_answer', 'exception_constraint')
       AND request_id NOT IN (SELECT request_id FROM named)
       AND request_id NOT IN (SELECT request_id FROM marked)
 ), cited AS (
     -- a chunk is cited when the app marked it cited or the answer's cited_ids name it
     SELECT c.request_id, c.chunk_id, c.source_id, c.authority
-    FROM chunks c
-    JOIN requests r USING (request_id)
+    FROM chunk c
+    JOIN req r USING (request_id)
     WHERE coalesce(c.cited, false) OR coalesce(list_contains(r.cited_ids, c.chunk_id), false)
 ), decisive_chunk AS (
     SELECT
@@ -47,12 +73,12 @@ WITH merged AS (
             AS retrieval_rank,
         ct.request_id IS NOT NULL OR coalesce(list_contains(r.cited_ids, d.chunk_id), false) AS cited
     FROM decisive d
-    JOIN requests r USING (request_id)
-    LEFT JOIN chunks c ON c.request_id = d.request_id AND c.chunk_id = d.chunk_id
+    JOIN req r USING (request_id)
+    LEFT JOIN chunk c ON c.request_id = d.request_id AND c.chunk_id = d.chunk_id
     LEFT JOIN cited ct ON ct.request_id = d.request_id AND ct.chunk_id = d.chunk_id
 ), decisive_placed AS (
     SELECT pp.request_id, pp.chunk_id, pp.slot, pp.relative_position
-    FROM placement_positions pp
+    FROM positioned pp
     SEMI JOIN decisive d ON d.request_id = pp.request_id AND d.chunk_id = pp.chunk_id
 ), decisive_first AS (
     -- each in-prompt decisive chunk at its first occurrence, for ranking metrics
@@ -85,9 +111,9 @@ WITH merged AS (
     FROM decisive_first
     GROUP BY request_id
 ), prompt_size AS (
-    SELECT request_id, count(*) AS k FROM placements GROUP BY request_id
+    SELECT request_id, count(*) AS k FROM placed GROUP BY request_id
 ), chunk_count AS (
-    SELECT request_id, count(*) AS n_chunks FROM chunks GROUP BY request_id
+    SELECT request_id, count(*) AS n_chunks FROM chunk GROUP BY request_id
 ), per_request_cited AS (
     SELECT
         c.request_id,
@@ -103,12 +129,25 @@ WITH merged AS (
     FROM (
         SELECT request_id, chunk_id FROM cited
         UNION ALL
-        SELECT request_id, unnest(cited_ids) AS chunk_id FROM requests
+        SELECT request_id, unnest(cited_ids) AS chunk_id FROM req
     )
     GROUP BY request_id
 )
 SELECT
     r.request_id,
+    r.trace_id,
+    r.time,
+    CAST(date_trunc('week', timezone('UTC', r.time)) AS DATE) AS week,
+    r.service,
+    r.model,
+    r.template_id AS template,
+    r.strategy,
+    r.experiment_id AS experiment,
+    r.condition,
+    r.case_id,
+    context_bucket(r.prompt_tokens) AS context_bucket,
+    r.prompt_tokens,
+    r.confidence,
     m.correct,
     m.score,
     m.graded_at,
@@ -134,11 +173,16 @@ SELECT
     coalesce(prd.cites_decisive, false) AS cites_decisive,
     coalesce(prc.cites_noncanonical, false) AS cites_noncanonical,
     prc.cited_other_sources,
+    -- answers compared across a sweep's conditions: lower case, whitespace collapsed,
+    -- trailing punctuation dropped
+    CASE WHEN r.answer IS NOT NULL THEN
+        hash(regexp_replace(lower(trim(regexp_replace(r.answer, '\s+', ' ', 'g'))), '[\s.!?;:,]+$', ''))
+    END AS answer_key,
     CAST(len(m.required_constraints) AS INTEGER) AS n_required,
     CAST(CASE WHEN m.required_constraints IS NOT NULL THEN
         len(list_intersect(list_distinct(coalesce(m.recalled_constraints, [])), m.required_constraints))
     END AS INTEGER) AS n_recalled
-FROM requests r
+FROM req r
 LEFT JOIN merged m USING (request_id)
 LEFT JOIN prompt_size ps USING (request_id)
 LEFT JOIN chunk_count cc USING (request_id)

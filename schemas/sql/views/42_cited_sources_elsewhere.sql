@@ -9,8 +9,8 @@ WITH cited AS (
 SELECT /*groups*/
     source_id,
     authority,
-    count(DISTINCT request_id) AS requests,
-    count(DISTINCT request_id) FILTER (WHERE NOT cites_decisive) AS instead_of_decisive
+    count(*) AS requests,  -- cited_other_sources lists each source of a request once
+    count(*) FILTER (WHERE NOT cites_decisive) AS instead_of_decisive
 FROM cited
 GROUP BY /*groups*/ source_id, authority
 ORDER BY /*groups*/ requests DESC, source_id, authority;

@@ -12,12 +12,7 @@
 --   punctuation dropped) are all the same.
 CREATE OR REPLACE VIEW sweep_summary AS
 WITH f AS (
-    SELECT *,
-        regexp_replace(lower(trim(regexp_replace(r.answer, '\s+', ' ', 'g'))), '[\s.!?;:,]+$', '')
-            AS normalised_answer
-    FROM /*facts*/request_facts f
-    JOIN (SELECT request_id, answer FROM requests) r USING (request_id)
-    WHERE experiment IS NOT NULL
+    SELECT * FROM /*facts*/request_facts f WHERE experiment IS NOT NULL
 ), per_condition AS (
     SELECT /*groups*/ experiment, strategy, condition,
         count(*) FILTER (WHERE correct) / nullif(count(correct), 0) AS accuracy
@@ -39,9 +34,9 @@ WITH f AS (
         bool_or(correct) FILTER (WHERE decisive_at_edge) AS edge_any_correct,
         bool_and(NOT correct) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge)
             AS middle_all_wrong,
-        count(DISTINCT condition) FILTER (WHERE normalised_answer IS NOT NULL
+        count(DISTINCT condition) FILTER (WHERE answer_key IS NOT NULL
                                            AND condition IS DISTINCT FROM 'absent') AS answered_conditions,
-        count(DISTINCT normalised_answer) FILTER (WHERE condition IS DISTINCT FROM 'absent')
+        count(DISTINCT answer_key) FILTER (WHERE condition IS DISTINCT FROM 'absent')
             AS distinct_answers
     FROM f
     WHERE case_id IS NOT NULL

@@ -1,0 +1,100 @@
+"""The release gate: judge the filtered traffic against thresholds, one verdict per threshold.
+
+A threshold set to ``None`` is not checked. Too few graded requests (``min_n``) means there is
+no data to judge, and that fails the gate like a failed threshold: a gate that passes on no
+evidence protects nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from midtrace.client import Client, Filters
+
+Verdict = Literal["pass", "fail", "no data"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_buried_rate: float | None = 0.1
+    max_sensitivity_delta: float | None = 0.15
+    min_accuracy: float | None = 0.8
+    min_n: int = 50
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    threshold: float
+    value: float | None
+    verdict: Verdict
+    detail: str
+
+    def line(self) -> str:
+        shown = "–" if self.value is None else f"{self.value:.4g}"
+        return f"{self.verdict.upper():8} {self.name:22} {shown:>8}  (threshold {self.threshold:g}) {self.detail}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    checks: list[Check]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.verdict == "pass" for c in self.checks)
+
+
+def _value(frame: pd.DataFrame, column: str) -> Any:
+    if frame.empty:
+        return None
+    value = frame.iloc[0][column]
+    return None if pd.isna(value) else value
+
+
+def evaluate(client: Client, filters: Filters = Filters(),
+             thresholds: Thresholds = Thresholds()) -> GateResult:
+    """Read the overview, buried rate and sweep views and judge each threshold."""
+    overview = client.view("overview", filters)
+    graded = int(_value(overview, "graded") or 0)
+    enough = graded >= thresholds.min_n
+    checks = [Check("min_n", thresholds.min_n, graded, "pass" if enough else "no data",
+                    f"{graded} graded requests" + ("" if enough else
+                                                   f", fewer than {thresholds.min_n}: no data to judge"))]
+
+    def judged(name: str, threshold: float, value: float | None, ok: bool, detail: str) -> Check:
+        if not enough:
+            return Check(name, threshold, value, "no data", "not judged: too few graded requests")
+        return Check(name, threshold, value, "pass" if ok else "fail", detail)
+
+    if thresholds.min_accuracy is not None:
+        accuracy = _value(overview, "accuracy")
+        checks.append(judged("min_accuracy", thresholds.min_accuracy, accuracy,
+                             accuracy is not None and accuracy >= thresholds.min_accuracy,
+                             f"{int(_value(overview, 'correct') or 0)} of {graded} correct"))
+    if thresholds.max_buried_rate is not None:
+        buried = client.view("buried_rate", filters)
+        wrong = int(_value(buried, "wrong") or 0)
+        rate = _value(buried, "buried_rate")
+        rate = 0.0 if rate is None and wrong == 0 else rate
+        checks.append(judged("max_buried_rate", thresholds.max_buried_rate, rate,
+                             rate is not None and rate <= thresholds.max_buried_rate,
+                             f"{int(_value(buried, 'buried') or 0)} buried of {wrong} wrong"))
+    if thresholds.max_sensitivity_delta is not None:
+        sweep = client.view("sweep_summary", filters)
+        deltas = sweep.dropna(subset=["sensitivity_delta"]) if not sweep.empty else sweep
+        if deltas.empty:
+            checks.append(Check("max_sensitivity_delta", thresholds.max_sensitivity_delta, None,
+                                "no data", "no sweep experiment with two or more placement "
+                                "conditions (turn this check off with --max-sensitivity-delta off)"))
+        else:
+            worst = deltas.loc[deltas["sensitivity_delta"].idxmax()]
+            delta = float(worst["sensitivity_delta"])
+            checks.append(Check(
+                "max_sensitivity_delta", thresholds.max_sensitivity_delta, delta,
+                "pass" if delta <= thresholds.max_sensitivity_delta else "fail",
+                f"largest in experiment {worst['experiment']}, strategy {worst['strategy']} "
+                f"({worst['best_condition']} vs {worst['worst_condition']})"))
+    return GateResult(checks)
