@@ -39,8 +39,7 @@ with left:
     shown = tax[~tax["class"].isin(("answered", "ungraded"))] if hide_ok else tax
     ui.chart(figures.taxonomy_by_week(shown, title="Taxonomy by week"), shown, "taxonomy_by_week")
 with right:
-    dim = st.selectbox("Slice by", list(SLICES), format_func=SLICES.get, key="slice",
-                       bind="query-params")
+    dim = st.selectbox("Slice by", list(SLICES), key="slice", bind="query-params")
     by_slice = ui.query(data.view, "failure_taxonomy", params, (dim,))
     ui.chart(figures.taxonomy_by_slice(by_slice, dim, title=f"Failure classes by "
                                                              f"{SLICES[dim].lower()}"),
@@ -48,9 +47,10 @@ with right:
 
 st.subheader("Requests in a class")
 totals = tax.groupby("class")["n"].sum().to_dict()
-cls = st.segmented_control(
-    "Class", CLASSES, key="class", bind="query-params", default="buried",
-    format_func=lambda c: f"{c} ({int(totals.get(c, 0)):,})")
+# Options are the raw class names: a URL-bound control matches the URL against the labels.
+cls = st.segmented_control("Class", CLASSES, key="class", bind="query-params", default="buried")
+st.caption(" · ".join(f"{c} {int(totals.get(c, 0)):,}" for c in CLASSES)
+           + " requests in the selected range")
 if cls is None:
     st.stop()
 st.caption(f"{cls}: {MEANING[cls]}. Select a row to open it in the trace inspector.")

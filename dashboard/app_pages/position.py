@@ -15,8 +15,9 @@ st.caption("Accuracy of graded requests by the position of their first decisive 
            "prompt: its band (token midpoint in the first, middle or last third) and its slot "
            "among the k chunks. Error bars are Wilson 95% intervals; n is graded requests.")
 
-split = st.segmented_control("Split by", list(SPLITS), format_func=SPLITS.get, key="split",
-                             bind="query-params")
+split = st.segmented_control("Split by", list(SPLITS), key="split", bind="query-params",
+                             help="model, prompt template, packing strategy or context-length "
+                                  "bucket")
 group = (split,) if split else ()
 
 bands = ui.query(data.view, "accuracy_by_band", params, group)
