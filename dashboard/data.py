@@ -9,6 +9,7 @@ is exactly what the URL says.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,16 +71,18 @@ def filters(params: Params) -> Any:
     return Filters.from_params(dict(params))
 
 
-Source = tuple[str | None, str | None]
+Source = tuple[str | None, str | None, int]
 
 
 def _src() -> Source:
-    """Part of every cache key, so that answers from one source never serve another."""
+    """Part of every cache key: answers from one source never serve another, and answers from
+    a live collector age out after LIVE_TTL_SECONDS (a file opened read-only never changes)."""
     s = source()
-    return s["url"], s["db"]
+    epoch = int(time.time() // LIVE_TTL_SECONDS) if s["url"] else 0
+    return s["url"], s["db"], epoch
 
 
-@st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False, max_entries=512)
+@st.cache_data(show_spinner=False, max_entries=512)
 def _view(src: Source, name: str, params: Params, group_by: tuple[str, ...]) -> pd.DataFrame:
     return client().view(name, filters=filters(params), group_by=group_by)
 
@@ -89,7 +92,7 @@ def view(name: str, params: Params, group_by: tuple[str, ...] = ()) -> pd.DataFr
     return _view(_src(), name, params, tuple(group_by))
 
 
-@st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=False, max_entries=256)
 def _requests(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
               limit: int, offset: int) -> pd.DataFrame:
     return client().requests(filters(params), search=search, taxonomy_class=taxonomy_class,
@@ -102,7 +105,7 @@ def requests(params: Params, search: str | None = None, taxonomy_class: str | No
     return _requests(_src(), params, search, taxonomy_class, limit, offset)
 
 
-@st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=False, max_entries=256)
 def _trace(src: Source, trace_id: str) -> dict[str, Any] | None:
     result: dict[str, Any] | None = client().trace(trace_id)
     return result
@@ -112,7 +115,7 @@ def trace(trace_id: str) -> dict[str, Any] | None:
     return _trace(_src(), trace_id)
 
 
-@st.cache_data(ttl=LIVE_TTL_SECONDS, show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=16)
 def _facets(src: Source) -> dict[str, Any]:
     result: dict[str, Any] = client().facets()
     return result

@@ -115,6 +115,7 @@ def rate_bars(df: pd.DataFrame, x: str, value: str = "accuracy", split: str | No
     if df.empty:
         return empty("No rows for these filters")
     fig = go.Figure()
+    n_groups = len(list(_groups(df, split)))
     for i, (name, part) in enumerate(_groups(df, split)):
         if order is not None:
             part = part.set_index(x).reindex([o for o in order if o in set(part[x])]).reset_index()
@@ -122,7 +123,8 @@ def rate_bars(df: pd.DataFrame, x: str, value: str = "accuracy", split: str | No
             x=[esc(v) for v in part[x]], y=part[value].astype(float), name=esc(name),
             marker_color=SERIES_COLORS[i % len(SERIES_COLORS)], error_y=_error(part, value, lo, hi),
             customdata=_custom(part, lo, hi, n),
-            text=[f"n={int(v):,}" if pd.notna(v) else "" for v in part[n]] if n in part else None,
+            text=[f"n={int(v):,}" if pd.notna(v) else "" for v in part[n]]
+            if n in part and len(part) * n_groups <= 12 else None,
             textposition="inside", insidetextanchor="start",
             hovertemplate=_rate_hover(esc(name), esc(x), esc(value_title))))
     fig.update_layout(barmode="group", showlegend=split is not None)

@@ -7,6 +7,7 @@ weeks, sums a view's counts across a group the page does not show, and ranks cha
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from datetime import date
 from typing import Any
@@ -114,6 +115,22 @@ def layout_difference(conditions: pd.DataFrame, a: str, b: str,
                         "n_b": pick[b].loc[shared, "n"].values})
     out["difference"] = out["accuracy_b"] - out["accuracy_a"]
     return out[cols]
+
+
+NAMED_PLACEMENTS = ("first", "start", "early", "start_end", "middle", "late", "end", "last")
+
+
+def condition_order(values: Iterable[Any]) -> list[str]:
+    """Placement conditions in prompt order: named ones first, then rank_1, rank_2, ...,
+    rank_10 (numbers compared as numbers), the closed-book 'absent' last."""
+    present = {str(v) for v in values if v is not None and not pd.isna(v)}
+
+    def key(c: str) -> tuple[int, int, list[Any]]:
+        named = NAMED_PLACEMENTS.index(c) if c in NAMED_PLACEMENTS else len(NAMED_PLACEMENTS)
+        parts = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", c)]
+        return (c == "absent", named, parts)
+
+    return sorted(present, key=key)
 
 
 def requests_per_k(frame: pd.DataFrame) -> list[int]:

@@ -229,3 +229,9 @@ def test_layout_difference_per_shared_condition() -> None:
     assert list(diff["difference"]) == pytest.approx([0.0, 0.5])
     fig = figures.layout_difference(diff, "score_order", "edge")
     assert list(fig.data[0].y) == pytest.approx([0.0, 0.5])
+
+
+def test_placement_conditions_sort_in_prompt_order() -> None:
+    values = ["rank_10", "absent", "rank_2", "rank_1", "middle", "first", None]
+    assert frames.condition_order(values) == ["first", "middle", "rank_1", "rank_2", "rank_10",
+                                              "absent"]

@@ -12,15 +12,21 @@ st.caption("Placement sweeps: the same cases asked with the decisive chunk moved
            "prompt, under each packing strategy. Accuracy per placement with Wilson 95% "
            "intervals; 'absent' is the closed-book baseline.")
 
-experiments = list((st.session_state.get("_facets") or {}).get("experiment") or [])
-if not experiments:
+params.pop("strategy", None)  # the page compares strategies: the sidebar's one does not apply
+if not (st.session_state.get("_facets") or {}).get("experiment"):
     st.info("No experiment in this database yet. Record sweeps with an experiment id, a "
             "placement condition and a case id per request (`midtrace sweep`), then come back.")
     st.stop()
-
-experiment = st.selectbox("Experiment", sorted(experiments), key="experiment",
-                          bind="query-params")
-params.pop("strategy", None)  # the page compares strategies: the sidebar's one does not apply
+# The experiments with requests in the selected range, the biggest first.
+in_range = ui.query(data.view, "sweep_summary", data.params_key(params), ())
+experiments = list(in_range.groupby("experiment")["requests"].sum()
+                   .sort_values(ascending=False).index) if not in_range.empty else []
+if not experiments:
+    ui.no_rows("experiment requests")
+    st.stop()
+experiment = st.selectbox("Experiment", experiments, key="experiment", bind="query-params",
+                          help="Experiments with requests in the selected range, most requests "
+                               "first.")
 params["experiment"] = experiment
 key = data.params_key(params)
 
@@ -44,10 +50,7 @@ for col, row in zip(cols * (len(summary) // len(cols) + 1), summary.to_dict("rec
                    f"cases) · answer consistency {ui.fmt_rate(row.get('answer_consistency'))} · "
                    f"closed-book {ui.fmt_rate(row.get('absent_accuracy'))}")
 
-order = list(dict.fromkeys(
-    [c for c in ("first", "early", "start", "middle", "late", "end", "last", "absent")
-     if c in set(conditions["condition"].astype(str))]
-    + sorted(set(conditions["condition"].dropna().astype(str)))))
+order = frames.condition_order(conditions["condition"])
 ui.chart(figures.rate_bars(conditions, "condition", split="strategy", order=order,
                            title="Accuracy by placement, per packing strategy"),
          conditions, f"sweep_conditions_{experiment}", key="conditions")
