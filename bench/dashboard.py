@@ -9,8 +9,9 @@ file and `midtrace dashboard --url`) and opens every page in Debian's headless C
 "Rendered" means the app's script has finished and every Plotly chart has drawn its SVG
 (tests/browser.py). Cold: the first visit to each page on a fresh server (its queries not yet
 cached; the first page also pays for the facets and the app's imports). Warm: the median of
---warm further visits (the queries answered from st.cache_data). Each visit is a full page
-load, websocket and JavaScript included.
+--warm further visits (the queries answered from st.cache_data): as full page loads (the
+JavaScript bundle, websocket and all), and as in-app navigation from the sidebar, which is how
+a reader moves between pages.
 """
 
 from __future__ import annotations
@@ -66,6 +67,22 @@ def visit(page, base: str, name: str, trace_id: str) -> tuple[float, int]:  # ty
     return elapsed, charts
 
 
+NAV = {"overview": ("Overview", "Weekly review"),
+       "position": ("Position", "Where the decisive evidence sat"),
+       "citations": ("Citations", "Citations"), "failures": ("Failures", "Failures"),
+       "experiments": ("Experiments", "Experiments")}
+
+
+def navigate(page, name: str) -> float:  # type: ignore[no-untyped-def]
+    """In-app navigation: click the page in the sidebar, as a reader moving between pages."""
+    link, title = NAV[name]
+    started = time.perf_counter()
+    page.locator('[data-testid="stSidebarNav"]').get_by_text(link, exact=True).click()
+    page.locator("h1").filter(has_text=title).wait_for(timeout=300_000)
+    wait_rendered(page, timeout=300, settle=SETTLE)
+    return time.perf_counter() - started - SETTLE
+
+
 def run(db: Path, source: str, warm: int) -> list[dict[str, object]]:
     trace_id = pick_trace(db)
     collector = None
@@ -90,6 +107,16 @@ def run(db: Path, source: str, warm: int) -> list[dict[str, object]]:
                 row["warm_max_s"] = max(times)
                 print(f"{row['page']:12} warm {row['warm_s']:6.2f} s (max {max(times):.2f})",
                       flush=True)
+            nav: dict[str, list[float]] = {name: [] for name in NAV}
+            visit(page, base, "inspector", trace_id)
+            for _ in range(warm):
+                for name in NAV:
+                    nav[name].append(navigate(page, name))
+            for row in rows:
+                times = nav.get(str(row["page"]))
+                row["nav_s"] = statistics.median(times) if times else None
+                if times:
+                    print(f"{row['page']:12} in-app {row['nav_s']:6.2f} s", flush=True)
             browser.close()
     finally:
         _stop(process)
@@ -112,11 +139,13 @@ def main() -> None:
         cpus = len(re.findall(r"^processor", f.read(), re.M))
     print(f"\n{args.db} via {args.source}; {cpus} CPUs, load average at start "
           f"{' '.join(load)}")
-    print(f"| page | charts | cold (s) | warm median (s) | warm max (s) |")
-    print("|---|---|---|---|---|")
+    print("| page | charts | cold load (s) | warm load, median (s) | warm load, max (s) | "
+          "warm in-app navigation, median (s) |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
+        nav = f"{r['nav_s']:.2f}" if r.get("nav_s") is not None else "—"
         print(f"| {r['page']} | {r['charts']} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | "
-              f"{r['warm_max_s']:.2f} |")
+              f"{r['warm_max_s']:.2f} | {nav} |")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def esc(value: Any) -> str:
 
 def _layout(fig: go.Figure, title: str | None = None, height: int = 380, **kw: Any) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
+        title=dict(text=esc(title), x=0, xanchor="left", y=1, yanchor="top", yref="container",
                    pad=dict(t=8), font=dict(size=15)) if title else None,
         height=height, margin=dict(l=10, r=10, t=78 if title else 36, b=10), font=FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,

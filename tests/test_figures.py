@@ -139,7 +139,8 @@ def test_labels_from_data_are_escaped_everywhere() -> None:
     fig = figures.accuracy_by_band(df[df["band"] != "absent"], split="model")
     assert fig.data[0].name == "&lt;a href='javascript:x'&gt;m&lt;/a&gt;"
     bars = figures.count_bars(pd.DataFrame({"source_id": ["<img src=x>"], "n": [3]}),
-                              "source_id")
+                              "source_id", title="cited <b>x</b>")
+    assert bars.layout.title.text == "cited &lt;b&gt;x&lt;/b&gt;"
     assert list(bars.data[0].y) == ["&lt;img src=x&gt;"]
 
 
