@@ -239,6 +239,9 @@ def _drain(stream: IO[bytes]) -> None:
 def run_serve(db: str, host: str, http_port: int, port: int, token: str | None) -> int:
     """A team's shared instance: a collector on DB and a dashboard reading through it."""
     DashboardSettings(url="http://placeholder", host=host, port=port, token=token).check()
+    if not is_loopback(host):
+        log.warning("the collector on %s:%s serves OTLP and its read-only query API to the "
+                    "network; only the dashboard asks for the token", host, http_port)
     with _Stopper() as stopper:
         collector, collector_url = start_collector(db, host, http_port)
         children = {"collector": collector}
