@@ -77,7 +77,7 @@ def query_routes(conn: duckdb.DuckDBPyConnection) -> list[Route]:
 
     async def read(fn: Callable[[Any], Any]) -> Any:
         def run() -> Any:
-            cur = conn.cursor()
+            cur = reads.read_cursor(conn)
             try:
                 return fn(cur)
             finally:

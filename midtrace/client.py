@@ -49,6 +49,10 @@ class Client(Protocol):
                  taxonomy_class: str | None = None, limit: int = 50,
                  offset: int = 0) -> pd.DataFrame: ...
 
+    def requests_page(self, filters: Filters = Filters(), search: str | None = None,
+                      taxonomy_class: str | None = None, limit: int = 50,
+                      offset: int = 0) -> tuple[pd.DataFrame, int]: ...
+
     def trace(self, trace_id: str) -> dict[str, Any] | None: ...
 
     def facets(self) -> dict[str, Any]: ...
@@ -86,7 +90,7 @@ class FileClient:
         self.last_total: int | None = None
 
     def _cursor(self) -> Any:
-        return self.conn.cursor()
+        return reads.read_cursor(self.conn)
 
     def view(self, name: str, filters: Filters = Filters(),
              group_by: Sequence[str] = ()) -> pd.DataFrame:
@@ -103,13 +107,19 @@ class FileClient:
     def requests(self, filters: Filters = Filters(), search: str | None = None,
                  taxonomy_class: str | None = None, limit: int = 50,
                  offset: int = 0) -> pd.DataFrame:
+        return self.requests_page(filters, search, taxonomy_class, limit, offset)[0]
+
+    def requests_page(self, filters: Filters = Filters(), search: str | None = None,
+                      taxonomy_class: str | None = None, limit: int = 50,
+                      offset: int = 0) -> tuple[pd.DataFrame, int]:
+        """A page of requests and how many match in all (also kept in ``last_total``)."""
         cur = self._cursor()
         try:
             table, total = reads.run_requests(cur, filters, search, taxonomy_class, limit, offset)
         finally:
             cur.close()
         self.last_total = total
-        return to_frame(table)
+        return to_frame(table), total
 
     def trace(self, trace_id: str) -> dict[str, Any] | None:
         cur = self._cursor()
@@ -188,6 +198,12 @@ class HttpClient:
     def requests(self, filters: Filters = Filters(), search: str | None = None,
                  taxonomy_class: str | None = None, limit: int = 50,
                  offset: int = 0) -> pd.DataFrame:
+        return self.requests_page(filters, search, taxonomy_class, limit, offset)[0]
+
+    def requests_page(self, filters: Filters = Filters(), search: str | None = None,
+                      taxonomy_class: str | None = None, limit: int = 50,
+                      offset: int = 0) -> tuple[pd.DataFrame, int]:
+        """A page of requests and how many match in all (also kept in ``last_total``)."""
         params: dict[str, Any] = {**filters.to_params(), "limit": limit, "offset": offset,
                                   "format": "arrow"}
         if search:
@@ -196,7 +212,7 @@ class HttpClient:
             params["class"] = taxonomy_class
         response = self._get("/api/v1/requests", params)
         self.last_total = int(response.headers.get("x-total-count", "0"))
-        return to_frame(self._arrow(response))
+        return to_frame(self._arrow(response)), self.last_total
 
     def trace(self, trace_id: str) -> dict[str, Any] | None:
         try:

@@ -34,7 +34,12 @@ class Check:
     detail: str
 
     def line(self) -> str:
-        shown = "–" if self.value is None else f"{self.value:.4g}"
+        if self.value is None:
+            shown = "–"
+        elif float(self.value).is_integer() and self.name == "min_n":
+            shown = str(int(self.value))
+        else:
+            shown = f"{self.value:.4g}"
         return f"{self.verdict.upper():8} {self.name:22} {shown:>8}  (threshold {self.threshold:g}) {self.detail}"
 
 

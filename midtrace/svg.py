@@ -7,7 +7,7 @@ Every text that reaches the SVG is escaped.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 WIDTH = 640
@@ -86,7 +86,7 @@ def bar_chart(title: str, labels: Sequence[str], values: Sequence[float | None],
     return "".join(parts)
 
 
-def line_chart(title: str, x_labels: Sequence[str], series: dict[str, Sequence[float | None]],
+def line_chart(title: str, x_labels: Sequence[str], series: Mapping[str, Sequence[float | None]],
                y_label: str = "", y_max: float | None = None) -> str:
     """One line per series over shared x labels; a missing value breaks its line."""
     values = [v for s in series.values() for v in s if _num(v)]

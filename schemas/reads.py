@@ -47,6 +47,13 @@ class QueryError(ValueError):
     """A read asked for something that is not allowed; the message names what is."""
 
 
+def read_cursor(conn: Any) -> Any:
+    """A cursor for reads on ``conn``, showing times in UTC whatever the machine's zone."""
+    cursor = conn.cursor()
+    cursor.execute("SET TimeZone = 'UTC'")
+    return cursor
+
+
 def parse_time(value: str) -> datetime:
     """RFC 3339 (``2026-11-02T10:00:00Z``) or ``YYYY-MM-DD`` (midnight), in UTC."""
     text = value.strip()
@@ -196,6 +203,8 @@ def view_query(name: str, filters: Filters = Filters(),
     conditions, params = _where(filters)
     if conditions:
         sql = sql.replace(_FACTS, f"(SELECT * FROM request_facts WHERE {' AND '.join(conditions)})")
+    if keys and not view.keys:  # one row per group: in group order
+        sql = f"SELECT * FROM ({sql}) ORDER BY {', '.join(keys)}"
     return sql, params
 
 

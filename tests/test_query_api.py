@@ -129,7 +129,7 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
              for f, g in ((Filters(), ()), (Filters(service="api"), ("week", "model")),
                           (Filters(model="m1", context_bucket="<4k"), ("strategy",)))]
     over_http = [http.view(name, f, g) for name, f, g in cases]
-    requests_http = http.requests(Filters(service="api"), limit=10)
+    requests_http, total_http = http.requests_page(Filters(service="api"), limit=2, offset=1)
     trace_http = http.trace(sent[0])
     facets_http = http.facets()
     http.close()
@@ -139,14 +139,32 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     assert file.read_only
     for (name, f, g), expected in zip(cases, over_http):
         pd.testing.assert_frame_equal(file.view(name, f, g), expected, obj=f"{name} {f} {g}")
-    pd.testing.assert_frame_equal(file.requests(Filters(service="api"), limit=10), requests_http)
+    page, total = file.requests_page(Filters(service="api"), limit=2, offset=1)
+    pd.testing.assert_frame_equal(page, requests_http)
+    assert total == total_http == 3 and len(page) == 2
+    assert str(page["time"].dt.tz) == "UTC"  # whatever the machine's time zone
     assert file.trace(sent[0]) == trace_http
     assert file.facets() == facets_http
     with pytest.raises(ReadOnlyError, match="grade through a running collector"):
         file.post_outcome({"trace_id": sent[0], "correct": True})
     with pytest.raises(QueryError, match="allowed"):
         file.view("nope")
+    # the table the writer kept per trace equals its definition computed whole
+    assert isinstance(file, FileClient)
+    drift = file.conn.execute("SELECT count(*) FROM (SELECT * FROM request_evidence EXCEPT "
+                              "SELECT * FROM request_evidence_live)").fetchone()
+    assert drift == (0,)
     file.close()
+
+    # thresholds live in the settings table and apply at once: sent[0]'s g sits at 0.25
+    # ((1 - 0.5) / 2), early under 1/3, middle once early ends at 0.2
+    conn = duckdb.connect(str(module_collector.db_path))  # type: ignore[attr-defined]
+    conn.execute("UPDATE settings SET value = 0.2 WHERE key = 'band_early_end'")
+    conn.close()
+    with FileClient(module_collector.db_path) as again:  # type: ignore[attr-defined]
+        trace = again.trace(sent[0])
+        assert trace is not None and trace["request"]["decisive_band"] == "middle"
+        assert trace["placements"][0]["band"] == "middle"
 
 
 def test_external_access_off_leaves_the_writer_working(tmp_path: Path) -> None:

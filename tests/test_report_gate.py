@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from click.testing import CliRunner
@@ -82,6 +84,8 @@ def test_report_html_has_inline_svg_and_escapes_text(module_collector: Proc, gra
     html = out_file.read_text()
     assert html.count("<svg") >= 4 and "<script" not in html and "http" not in html.split("<svg")[0]
     assert "&lt;b&gt;old&lt;/b&gt;" in html and "<b>old</b>" not in html
+    for chart in re.findall(r"<svg.*?</svg>", html, re.S):
+        ElementTree.fromstring(chart)  # each chart is well-formed SVG
 
 
 def test_report_markdown(module_collector: Proc, graded: list[str]) -> None:

@@ -1,4 +1,4 @@
--- metric: The weekly review: requests, accuracy, buried rate and citation alignment per ISO week (Monday, UTC), weeks without data included as zero rows, with the change from the previous week.
+-- metric: The weekly review: requests, accuracy, buried rate and citation alignment per ISO week (Monday, UTC), weeks without data included as zero rows, with the change from the previous week when both weeks have at least min_n graded requests.
 -- keys: week
 CREATE OR REPLACE VIEW weekly_overview AS
 WITH f AS (
@@ -40,10 +40,14 @@ WITH f AS (
         citations_aligned / nullif(evidence_in_prompt, 0) AS citation_alignment
     FROM filled
 )
-SELECT *,
-    accuracy - lag(accuracy) OVER w AS accuracy_change,
-    buried_rate - lag(buried_rate) OVER w AS buried_rate_change,
-    citation_alignment - lag(citation_alignment) OVER w AS citation_alignment_change
-FROM rates
+-- a change is called out only when both weeks have at least min_n (settings) in its denominator
+SELECT rates.*,
+    CASE WHEN graded >= s.min_n AND lag(graded) OVER w >= s.min_n
+        THEN accuracy - lag(accuracy) OVER w END AS accuracy_change,
+    CASE WHEN graded >= s.min_n AND lag(graded) OVER w >= s.min_n
+        THEN buried_rate - lag(buried_rate) OVER w END AS buried_rate_change,
+    CASE WHEN evidence_in_prompt >= s.min_n AND lag(evidence_in_prompt) OVER w >= s.min_n
+        THEN citation_alignment - lag(citation_alignment) OVER w END AS citation_alignment_change
+FROM rates, metric_settings s
 WINDOW w AS (/*partition*/ ORDER BY week)
 ORDER BY /*groups*/ week;

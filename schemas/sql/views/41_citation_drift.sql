@@ -1,4 +1,4 @@
--- metric: Citation drift: citation alignment and the non-canonical citation share by ISO week (Monday, UTC), weeks without data included, with the change from the previous week.
+-- metric: Citation drift: citation alignment and the non-canonical citation share by ISO week (Monday, UTC), weeks without data included, with the change from the previous week when both weeks have at least min_n requests behind it.
 -- keys: week
 CREATE OR REPLACE VIEW citation_drift AS
 WITH f AS (
@@ -35,9 +35,12 @@ WITH f AS (
         citing_noncanonical / nullif(citing, 0) AS noncanonical_share
     FROM filled
 )
-SELECT *,
-    alignment - lag(alignment) OVER w AS alignment_change,
-    noncanonical_share - lag(noncanonical_share) OVER w AS noncanonical_share_change
-FROM rates
+-- a change is called out only when both weeks have at least min_n (settings) in its denominator
+SELECT rates.*,
+    CASE WHEN evidence_in_prompt >= s.min_n AND lag(evidence_in_prompt) OVER w >= s.min_n
+        THEN alignment - lag(alignment) OVER w END AS alignment_change,
+    CASE WHEN citing >= s.min_n AND lag(citing) OVER w >= s.min_n
+        THEN noncanonical_share - lag(noncanonical_share) OVER w END AS noncanonical_share_change
+FROM rates, metric_settings s
 WINDOW w AS (/*partition*/ ORDER BY week)
 ORDER BY /*groups*/ week;
