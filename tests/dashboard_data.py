@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -153,12 +155,11 @@ class BatchSender(Sender):
     """The same real SDK and OTLP exporter, exporting in batches (one commit per batch)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        provider = TracerProvider(resource=self.provider.resource)
-        provider.add_span_processor(BatchSpanProcessor(self.exporter, max_export_batch_size=512,
-                                                       schedule_delay_millis=100))
-        self.provider = provider
-        self.tracer = provider.get_tracer("midtrace.tests")
+        self.provider = TracerProvider(resource=Resource.create({"service.name": self.service}))
+        self.exporter = OTLPSpanExporter(endpoint=self.url + "/v1/traces", timeout=10)
+        self.provider.add_span_processor(BatchSpanProcessor(
+            self.exporter, max_export_batch_size=512, schedule_delay_millis=100))
+        self.tracer = self.provider.get_tracer("midtrace.tests")
 
     def close(self) -> None:
         self.provider.force_flush()
