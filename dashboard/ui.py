@@ -26,12 +26,12 @@ def chart(fig: go.Figure, frame: pd.DataFrame, name: str, key: str | None = None
     """Draw ``fig`` and offer the frame it was drawn from as a CSV download."""
     key = key or name
     event = st.plotly_chart(fig, key=f"chart_{key}", config=PLOTLY_CONFIG, width="stretch", **kw)
-    left, right = st.columns([5, 1], vertical_alignment="center")
+    left, right = st.columns([4, 1], vertical_alignment="center")
     if caption:
         left.caption(caption)
     right.download_button("⬇ CSV", frame.to_csv(index=False).encode(), file_name=f"{name}.csv",
                           mime="text/csv", key=f"csv_{key}", help=f"Download the data behind "
-                          f"this chart ({len(frame):,} rows)", width="stretch")
+                          f"this chart ({len(frame):,} rows)", width="content")
     return event
 
 

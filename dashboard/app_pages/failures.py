@@ -32,7 +32,7 @@ if tax.empty:
     ui.no_rows()
     st.stop()
 
-left, right = st.columns([3, 2])
+left, right = st.columns(2)
 with left:
     hide_ok = st.toggle("Failures only", value=True, key="fail_only",
                         help="Hide answered and ungraded requests.")
