@@ -274,7 +274,7 @@ def taxonomy_by_slice(df: pd.DataFrame, dim: str, title: str | None = None,
     _pct_axis(fig, axis="x", title="share of graded-wrong requests")
     fig.update_yaxes(title=esc(dim), type="category")
     fig = _layout(fig, title, height=max(300, 150 + 34 * frame[dim].nunique()))
-    fig.update_layout(legend=dict(y=-0.3, yanchor="top", x=0, xanchor="left"),
+    fig.update_layout(legend=dict(y=-0.5, yanchor="top", x=0, xanchor="left"),
                       margin=dict(t=48 if title else 16))
     return fig
 
