@@ -106,6 +106,21 @@ def requests(params: Params, search: str | None = None, taxonomy_class: str | No
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
+def _requests_page(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
+                   limit: int, offset: int) -> tuple[pd.DataFrame, int]:
+    frame, total = client().requests_page(filters(params), search=search,
+                                          taxonomy_class=taxonomy_class, limit=limit,
+                                          offset=offset)
+    return frame, int(total)
+
+
+def requests_page(params: Params, search: str | None = None, taxonomy_class: str | None = None,
+                  limit: int = 50, offset: int = 0) -> tuple[pd.DataFrame, int]:
+    """One page of requests, newest first, and how many match in all (cached)."""
+    return _requests_page(_src(), params, search, taxonomy_class, limit, offset)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
 def _trace(src: Source, trace_id: str) -> dict[str, Any] | None:
     result: dict[str, Any] | None = client().trace(trace_id)
     return result

@@ -56,9 +56,17 @@ if cls is None:
 st.caption(f"{cls}: {MEANING[cls]}. Select a row to open it in the trace inspector.")
 search = st.text_input("Question contains", key="q", placeholder="e.g. refund",
                        bind="query-params")
-page_no = st.number_input("Page", min_value=1, value=1, step=1, key="page_no")
-rows = ui.query(data.requests, params, search=search or None, taxonomy_class=cls,
-                limit=PAGE_SIZE, offset=(int(page_no) - 1) * PAGE_SIZE)
+page_no = int(st.session_state.get("page_no", 1))
+rows, total = ui.query(data.requests_page, params, search=search or None, taxonomy_class=cls,
+                       limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+pages = max(1, -(-total // PAGE_SIZE))
+if page_no > pages:  # the filters changed under a later page: start again at the first
+    st.session_state["page_no"] = page_no = 1
+    rows, total = ui.query(data.requests_page, params, search=search or None,
+                           taxonomy_class=cls, limit=PAGE_SIZE, offset=0)
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+left.caption(f"{total:,} {cls} requests match, newest first; {PAGE_SIZE} per page.")
+right.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="page_no")
 if rows.empty:
     st.info(f"No {cls} requests match these filters.")
     st.stop()
