@@ -216,6 +216,58 @@ def sweep(cases: Path, endpoint: str, model: str, experiment: str | None, ranks:
         sys.exit(1)
 
 
+token_option = click.option("--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None,
+                            help="Token that opening the dashboard asks for (required when --host "
+                                 "is not loopback); also sent to the collector's query API.")
+dashboard_port_option = click.option(
+    "--port", envvar="MIDTRACE_DASHBOARD_PORT", show_envvar=True, default=8501,
+    type=click.IntRange(0, 65535), help="Dashboard port; 0 picks a free one.")
+
+
+@cli.command()
+@click.option("--url", envvar="MIDTRACE_URL", show_envvar=True, default=None,
+              help="A running collector to read through (its query API), e.g. http://127.0.0.1:4318.")
+@db_option(required=False)
+@token_option
+@host_option
+@dashboard_port_option
+def dashboard(url: str | None, db: Path | None, token: str | None, host: str, port: int) -> None:
+    """Open the dashboard on a running collector (--url) or a DuckDB file (--db, read-only)."""
+    from collector.store import StoreError, connect
+    from dashboard.launch import DashboardSettings, LaunchError, run_dashboard
+
+    settings = DashboardSettings(url=url, db=str(db) if db else None, token=token, host=host,
+                                 port=port)
+    try:
+        settings.check()
+        if db is not None:
+            connect(db, read_only=True).close()
+        code = run_dashboard(settings)
+    except StoreError as e:
+        _fail(str(e), EXIT_SOURCE)
+    except LaunchError as e:
+        _fail(str(e), EXIT_USAGE)
+    sys.exit(code)
+
+
+@cli.command()
+@db_option()
+@host_option
+@click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True, default=4318,
+              type=click.IntRange(0, 65535), help="OTLP/HTTP and query API port; 0 picks a free one.")
+@dashboard_port_option
+@token_option
+def serve(db: Path, host: str, http_port: int, port: int, token: str | None) -> None:
+    """Run a collector on DB and the dashboard reading through it; both stop together."""
+    from dashboard.launch import LaunchError, run_serve
+
+    try:
+        code = run_serve(str(db), host, http_port, port, token)
+    except LaunchError as e:
+        _fail(str(e), EXIT_USAGE)
+    sys.exit(code)
+
+
 # --- reading: report and gate ------------------------------------------------------------------
 
 

@@ -1,0 +1,86 @@
+"""Failures: the taxonomy over time and by slice; a class opens its requests, a request the
+inspector."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, figures, filters, ui
+
+CLASSES = ("buried", "unused", "dropped", "missing", "unlabeled", "answered", "ungraded")
+MEANING = {
+    "buried": "in the prompt, but only in the middle band",
+    "unused": "in the prompt at an edge, still answered wrong",
+    "dropped": "retrieved, then cut before the prompt (budget, dedupe, filter, diversity)",
+    "missing": "never retrieved",
+    "unlabeled": "answered wrong, no decisive chunk known: grade it in the inspector",
+    "answered": "graded correct",
+    "ungraded": "no grade yet",
+}
+SLICES = {"model": "Model", "template": "Prompt template", "strategy": "Packing strategy",
+          "context_bucket": "Context length"}
+PAGE_SIZE = 50
+
+params = data.params_key(filters.current())
+st.title("Failures")
+st.caption("Each graded-wrong request gets one class, by the furthest stage any decisive chunk "
+           "reached. Different owners act on different classes: retrieval on missing, prompt "
+           "assembly on dropped, layout on buried, the model or prompt wording on unused.")
+
+tax = ui.query(data.view, "taxonomy_by_week", params, ("week",))
+if tax.empty:
+    ui.no_rows()
+    st.stop()
+
+left, right = st.columns(2)
+with left:
+    hide_ok = st.toggle("Failures only", value=True, key="fail_only",
+                        help="Hide answered and ungraded requests.")
+    shown = tax[~tax["class"].isin(("answered", "ungraded"))] if hide_ok else tax
+    ui.chart(figures.taxonomy_by_week(shown, title="Taxonomy by week"), shown, "taxonomy_by_week")
+with right:
+    dim = st.selectbox("Slice by", list(SLICES), key="slice", bind="query-params")
+    by_slice = ui.query(data.view, "failure_taxonomy", params, (dim,))
+    ui.chart(figures.taxonomy_by_slice(by_slice, dim, title=f"Failure classes by "
+                                                             f"{SLICES[dim].lower()}"),
+             by_slice, "failure_taxonomy_by_slice", key="slice")
+
+st.subheader("Requests in a class")
+totals = tax.groupby("class")["n"].sum().to_dict()
+# Options are the raw class names: a URL-bound control matches the URL against the labels.
+cls = st.segmented_control("Class", CLASSES, key="class", bind="query-params", default="buried")
+st.caption(" · ".join(f"{c} {int(totals.get(c, 0)):,}" for c in CLASSES)
+           + " requests in the selected range")
+if cls is None:
+    st.stop()
+st.caption(f"{cls}: {MEANING[cls]}. Select a row to open it in the trace inspector.")
+search = st.text_input("Question contains", key="q", placeholder="e.g. refund",
+                       bind="query-params")
+page_no = int(st.session_state.get("page_no", 1))
+rows, total = ui.query(data.requests_page, params, search=search or None, taxonomy_class=cls,
+                       limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+pages = max(1, -(-total // PAGE_SIZE))
+if page_no > pages:  # the filters changed under a later page: start again at the first
+    st.session_state["page_no"] = page_no = 1
+    rows, total = ui.query(data.requests_page, params, search=search or None,
+                           taxonomy_class=cls, limit=PAGE_SIZE, offset=0)
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+left.caption(f"{total:,} {cls} requests match, newest first; {PAGE_SIZE} per page.")
+right.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="page_no")
+if rows.empty:
+    st.info(f"No {cls} requests match these filters.")
+    st.stop()
+rows = rows.assign(open=["./inspector?trace_id=" + t for t in rows["trace_id"]])
+shown_cols = [c for c in ("open", "time", "question", "correct", "taxonomy_class", "decisive_band",
+                          "decisive_slot", "k", "model", "template", "strategy", "trace_id")
+              if c in rows.columns]
+event = ui.table(rows[shown_cols], f"requests_{cls}", key="requests",
+                 on_select="rerun", selection_mode="single-row",
+                 column_config={"open": st.column_config.LinkColumn(
+                     "", display_text="inspect ↗", width="small"),
+                     "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
+                     "question": st.column_config.TextColumn("question", width="large")})
+selected = event.selection.rows if event is not None else []
+if selected:
+    trace_id = str(rows.iloc[selected[0]]["trace_id"])
+    st.switch_page("app_pages/inspector.py", query_params={"trace_id": trace_id})

@@ -1,0 +1,232 @@
+"""Trace inspector: one request's prompt drawn along its token axis, its chunks, answer,
+citations and outcome; grading when a collector is behind the dashboard.
+
+Chunk, question and answer text is untrusted: it is shown with st.text / st.code /
+st.dataframe only, never as Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from dashboard import data, figures, filters, frames, ui
+
+TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+CLASS_COLORS = {"answered": "green", "ungraded": "gray", "missing": "violet", "dropped": "orange",
+                "buried": "red", "unused": "blue", "unlabeled": "gray"}
+
+st.title("Trace inspector")
+
+with st.container(border=True):
+    left, right = st.columns([2, 3])
+    trace_id = left.text_input("Trace id", key="trace_id", bind="query-params",
+                               placeholder="32 hex digits",
+                               help="Paste a trace id from your logs, or pick a request on the "
+                                    "right or on the Failures page.").strip().lower()
+    search = right.text_input("…or find by question text", key="find", placeholder="e.g. refund",
+                              help="Searches the whole database, newest first.")
+
+
+def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
+    cols = [c for c in ("time", "question", "taxonomy_class", "decisive_band", "model", "trace_id")
+            if c in rows.columns]
+    event = st.dataframe(rows[cols], key=key, hide_index=True, width="stretch",
+                         on_select="rerun", selection_mode="single-row",
+                         column_config={"time": st.column_config.DatetimeColumn(
+                             "time (UTC)", format="YYYY-MM-DD HH:mm"),
+                             "question": st.column_config.TextColumn(width="large")})
+    if event.selection.rows:
+        chosen = str(rows.iloc[event.selection.rows[0]]["trace_id"])
+        st.switch_page("app_pages/inspector.py", query_params={"trace_id": chosen})
+
+
+if search:
+    found = ui.query(data.requests, (), search=search, limit=50)
+    st.caption(f"Requests whose question contains the text ({len(found)} shown). Select one.")
+    if found.empty:
+        st.info("No request's question contains that text.")
+    else:
+        pick_from(found, "found")
+
+if not trace_id:
+    if not search:
+        recent = ui.query(data.requests, data.params_key(filters.current()), limit=20)
+        st.caption("The newest requests under the current filters. Select one to inspect it.")
+        if recent.empty:
+            ui.no_rows()
+        else:
+            pick_from(recent, "recent")
+    st.stop()
+
+if not TRACE_ID.match(trace_id):
+    st.error("A trace id is 32 hexadecimal digits.")
+    st.stop()
+
+trace = ui.query(data.trace, trace_id)
+if trace is None:
+    st.warning("No request with that trace id in this database (it may not have arrived yet, or "
+               "its trace had no answering LLM span).")
+    st.stop()
+
+request = trace.get("request") or {}
+placed = frames.placed_chunks(trace)
+unplaced = frames.unplaced_chunks(trace)
+cites = frames.citations(trace, placed)
+cls = trace.get("taxonomy_class") or request.get("taxonomy_class")
+
+# --- header: the question and the request's facts -------------------------------------------
+st.subheader("Question")
+st.text(request.get("question") or "(no question recorded)")
+facts = st.columns(6)
+if cls in CLASS_COLORS:
+    facts[0].badge(cls, color=CLASS_COLORS[cls])  # fixed vocabulary, checked above
+facts[0].caption("failure class")
+for col, (label, value) in zip(facts[1:], (
+    ("time (UTC)", str(request.get("time") or "—")[:19].replace("T", " ")),
+    ("model", request.get("model")),
+    ("template · strategy", f"{request.get('template_id') or '—'} · {request.get('strategy') or '—'}"),
+    ("prompt tokens", f"{request.get('prompt_tokens') or '—'}"
+                      + (" (estimated)" if request.get("tokens_estimated") else "")),
+    ("decisive at", f"slot {request.get('decisive_slot')} of {request.get('k')}, "
+                    f"{request.get('decisive_band')}" if request.get("decisive_slot") else "—"),
+), strict=True):
+    col.text(str(value if value is not None else "—"))
+    col.caption(label)
+
+# --- the strip -------------------------------------------------------------------------------
+prompt_tokens = request.get("prompt_tokens")
+if not prompt_tokens and not placed.empty and placed["token_end"].notna().any():
+    prompt_tokens = int(placed["token_end"].max())
+strip = figures.prompt_strip(placed, prompt_tokens,
+                             title="The prompt, left to right: each block a chunk in prompt order")
+event = ui.chart(strip, placed.drop(columns=["text"], errors="ignore"), f"prompt_{trace_id}",
+                 key="strip", on_select="rerun", selection_mode="points",
+                 caption="Colour: label · black outline: decisive · ▼ cited · shaded: the middle "
+                         "band. Hover a block for its ranks and scores; click it to read it.")
+clicked = cited_pick = None
+points = event.selection.points if event is not None and event.selection else []
+if points:
+    clicked = points[0].get("customdata")
+    if isinstance(clicked, list):
+        clicked = clicked[0]
+
+# --- chunks, answer, outcome -----------------------------------------------------------------
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.subheader("In the prompt")
+    ui.table(placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]],
+             f"placements_{trace_id}", key="placed",
+             column_config={"is_decisive": st.column_config.CheckboxColumn("decisive"),
+                            "is_cited": st.column_config.CheckboxColumn("cited"),
+                            "retrieval_score": st.column_config.NumberColumn(format="%.3f"),
+                            "rerank_score": st.column_config.NumberColumn(format="%.3f")})
+    st.subheader("Retrieved, not in the prompt")
+    if unplaced.empty:
+        st.caption("Every retrieved chunk reached the prompt.")
+    else:
+        cols = [c for c in ("chunk_id", "stage", "drop_reason", "label", "is_decisive",
+                            "source_id", "authority", "retrieval_rank", "retrieval_score",
+                            "rerank_rank", "rerank_score") if c in unplaced.columns]
+        ui.table(unplaced[cols], f"unplaced_{trace_id}", key="unplaced",
+                 column_config={"is_decisive": st.column_config.CheckboxColumn("decisive"),
+                                "drop_reason": st.column_config.TextColumn("drop reason")})
+
+with right:
+    st.subheader("Answer")
+    st.code(request.get("answer") or "(no answer recorded)", language=None, wrap_lines=True)
+    st.caption("Citations, in the answer's order; select one to read its chunk.")
+    cite_event = st.dataframe(cites, key="cites", hide_index=True, width="stretch",
+                              on_select="rerun", selection_mode="single-row",
+                              column_config={"decisive": st.column_config.CheckboxColumn()})
+    if cite_event.selection.rows:
+        chosen = cites.iloc[cite_event.selection.rows[0]]["chunk_id"]
+        hit = placed[placed["chunk_id"] == chosen]
+        cited_pick = int(hit["prompt_index"].iloc[0]) if not hit.empty else chosen
+    st.subheader("Outcome")
+    outcome = trace.get("outcome")
+    if outcome is None or outcome.get("correct") is None:
+        st.text("Not graded yet.")
+    else:
+        st.text(("Correct" if outcome.get("correct") else "Wrong")
+                + (f" · reviewer {outcome.get('reviewer')}" if outcome.get("reviewer") else "")
+                + (f" · graded {str(outcome.get('graded_at'))[:19]}" if outcome.get("graded_at")
+                   else ""))
+        if outcome.get("decisive_chunk_ids"):
+            st.text("decisive: " + ", ".join(map(str, outcome["decisive_chunk_ids"])))
+        if outcome.get("note"):
+            st.text("note: " + str(outcome["note"]))
+
+# --- chunk texts -----------------------------------------------------------------------------
+st.subheader("Chunk text")
+options: list[object] = list(placed["prompt_index"]) + list(unplaced.get("chunk_id", []))
+labels = {int(r["prompt_index"]): f"slot {r['slot']} · {r['chunk_id']} · {r['label'] or 'no label'}"
+          + (" · decisive" if r["decisive"] else "") + (" · cited" if r["cited"] else "")
+          for r in placed.to_dict("records")}
+labels.update({c: f"not in prompt · {c}" for c in unplaced.get("chunk_id", [])})
+default = next(
+    (int(r["prompt_index"]) for r in placed.to_dict("records") if r["decisive"]),
+    options[0] if options else None)
+if options:
+    # A click on the strip or a citation picks the chunk once; the select box stays free after.
+    for source_key, value in (("_strip_click", clicked), ("_cite_click", cited_pick)):
+        if value is not None and value in labels and st.session_state.get(source_key) != value:
+            st.session_state["chunk_pick"] = value
+        st.session_state[source_key] = value
+    if st.session_state.get("chunk_pick") not in labels:
+        st.session_state["chunk_pick"] = default
+    pick = st.selectbox("Chunk", options, format_func=lambda o: labels.get(o, str(o)),
+                        key="chunk_pick")
+    if pick in set(placed["prompt_index"]):
+        text = placed[placed["prompt_index"] == pick]["text"].iloc[0]
+    else:
+        text = unplaced[unplaced["chunk_id"] == pick]["text"].iloc[0] if "text" in unplaced else None
+    st.code(text if isinstance(text, str) else "(text not stored)", language=None,
+            wrap_lines=True)
+    show_all = st.toggle("Show every chunk's text in prompt order", key="all_texts")
+    if show_all:
+        for r in placed.to_dict("records"):
+            with st.container(border=True):
+                st.text(labels[int(r["prompt_index"])])
+                st.code(r["text"] if isinstance(r.get("text"), str) else "(text not stored)",
+                        language=None, wrap_lines=True)
+
+# --- grading ---------------------------------------------------------------------------------
+st.subheader("Grade this answer")
+if data.read_only():
+    st.info("Read-only: this dashboard opened a DuckDB file. To grade, run it on a collector "
+            "(`midtrace dashboard --url http://127.0.0.1:4318`, or `midtrace serve`).")
+else:
+    chunk_ids = list(dict.fromkeys([*placed["chunk_id"], *unplaced.get("chunk_id", [])]))
+    current = [c for c in chunk_ids if c in set(
+        (outcome or {}).get("decisive_chunk_ids") or [])] if outcome else []
+    with st.form("grade", border=True):
+        verdict = st.radio("The answer was", ["correct", "wrong"], horizontal=True, index=None,
+                           key="grade_verdict")
+        decisive = st.multiselect("Decisive chunk(s): the evidence a right answer needed",
+                                  chunk_ids, default=current, key="grade_decisive")
+        reviewer = st.text_input("Reviewer", key="grade_reviewer")
+        note = st.text_area("Note", key="grade_note", height=68)
+        submitted = st.form_submit_button("Save grade", type="primary")
+    if submitted:
+        if verdict is None:
+            st.error("Say whether the answer was correct or wrong.")
+        else:
+            outcome_body: dict[str, object] = {"trace_id": trace_id,
+                                               "correct": verdict == "correct",
+                                               "decisive_chunk_ids": decisive}
+            if reviewer:
+                outcome_body["reviewer"] = reviewer
+            if note:
+                outcome_body["note"] = note
+            try:
+                data.post_outcome(outcome_body)
+            except Exception as e:  # the collector's answer, shown as plain text
+                st.error("The collector did not accept the grade.")
+                st.text(str(e))
+            else:
+                st.session_state["_graded"] = trace_id
+                st.rerun()
+    if st.session_state.get("_graded") == trace_id:
+        st.success("Grade saved. Every page now counts it.")

@@ -1,0 +1,70 @@
+"""Overview: the weekly review. Headline figures week over week, taxonomy by week, movers."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, figures, filters, frames, ui
+
+params = data.params_key(filters.current())
+
+st.title("Weekly review")
+st.caption("The newest week in the selected range against the week before. A change is called "
+           f"out only when both weeks have at least {frames.MIN_N} graded requests; shaded "
+           "bands and ranges are Wilson 95% intervals.")
+
+weekly = ui.query(data.view, "weekly_overview", params, ("week",))
+if weekly.empty or int(weekly["requests"].sum()) == 0:
+    ui.no_rows()
+    st.stop()
+
+buried = ui.query(data.view, "buried_rate", params, ("week",))
+alignment = ui.query(data.view, "citation_alignment", params, ("week",))
+recall = frames.weekly_recall(ui.query(data.view, "constraint_recall", params, ("week",)))
+
+cols = st.columns(4)
+for col, (label, frame, value, n, better, help_text) in zip(cols, (
+    ("Accuracy", weekly, "accuracy", "graded", True, "Graded requests answered correctly."),
+    ("Buried rate", buried, "buried_rate", "wrong", False,
+     "Graded-wrong requests whose decisive evidence sat only in the middle band of the prompt."),
+    ("Citation alignment", alignment, "alignment", "evidence_in_prompt", True,
+     "Requests with decisive evidence in the prompt whose answer cited a decisive chunk."),
+    ("Constraint recall", recall, "recall", "required", True,
+     "Required qualifiers (exceptions, limits) that the answer kept."),
+), strict=True):
+    current, previous = frames.last_two_weeks(frame, value)
+    ui.headline(col, label, current, previous, value, n, frames.MIN_N, better, help_text)
+
+week = frames.newest_week(weekly)
+st.caption(f"Newest week: {week:%d %b %Y} (ISO week {week.isocalendar().week})." if week else "")
+
+left, right = st.columns(2)
+with left:
+    ui.chart(figures.rate_by_week(weekly, "accuracy", title="Accuracy by week",
+                                  n="graded"), weekly, "weekly_overview")
+with right:
+    tax = ui.query(data.view, "taxonomy_by_week", params, ("week",))
+    share = st.session_state.get("tax_share", False)
+    ui.chart(figures.taxonomy_by_week(tax, title="Failure taxonomy by week", share=share), tax,
+             "taxonomy_by_week")
+    st.toggle("Show shares of each week", key="tax_share")
+
+left, right = st.columns(2)
+with left:
+    ui.chart(figures.rate_by_week(buried, "buried_rate", title="Buried rate by week",
+                                  value_title="buried rate", n="wrong"), buried,
+             "buried_rate_by_week")
+with right:
+    ui.chart(figures.rate_by_week(alignment, "alignment", title="Citation alignment by week",
+                                  value_title="citation alignment", n="evidence_in_prompt"),
+             alignment, "citation_alignment_by_week")
+
+st.subheader("Slices that moved most")
+st.caption("Accuracy in the newest week against the week before, per model, template, packing "
+           f"strategy and context length, biggest change first. Grey: fewer than {frames.MIN_N} "
+           "graded requests in one of the weeks, so the change is not called.")
+parts = []
+for dim in ("model", "template", "strategy", "context_bucket"):
+    parts.append((dim, ui.query(data.view, "weekly_overview", params, (dim, "week"))))
+moves = frames.slice_moves(parts, frames.MIN_N)
+ui.chart(figures.slice_moves(moves.head(12)), moves, "slice_moves")

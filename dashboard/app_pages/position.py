@@ -1,0 +1,49 @@
+"""Position: accuracy by the decisive chunk's band and slot, with intervals, sliced."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, figures, filters, frames, ui
+
+SPLITS = {"model": "Model", "template": "Prompt template", "strategy": "Packing strategy",
+          "context_bucket": "Context length"}
+
+params = data.params_key(filters.current())
+st.title("Where the decisive evidence sat")
+st.caption("Accuracy of graded requests by the position of their first decisive chunk in the "
+           "prompt: its band (token midpoint in the first, middle or last third) and its slot "
+           "among the k chunks. Error bars are Wilson 95% intervals; n is graded requests.")
+
+split = st.segmented_control("Split by", list(SPLITS), key="split", bind="query-params",
+                             help="model, prompt template, packing strategy or context-length "
+                                  "bucket")
+group = (split,) if split else ()
+
+bands = ui.query(data.view, "accuracy_by_band", params, group)
+if bands.empty:
+    ui.no_rows("requests with a decisive chunk in the prompt")
+    st.stop()
+present = bands[bands["band"] != "absent"]
+absent = bands[bands["band"] == "absent"]
+ui.chart(figures.accuracy_by_band(present, split=split, baseline=absent,
+                                  title="Accuracy by decisive-evidence band"), bands,
+         "accuracy_by_band",
+         caption="Dashed line: the closed-book baseline (condition 'absent'), where present."
+         if not absent.empty else "A middle band clearly below the edges is positional bias.")
+
+slots = ui.query(data.view, "accuracy_by_slot", params, group)
+ks = frames.requests_per_k(slots)
+if ks:
+    k = st.selectbox("Chunks in the prompt (k)", ks, key="k", bind="query-params",
+                     help="Slot positions mean different things for different k; ordered by "
+                          "number of requests.")
+    at_k = slots[slots["k"] == k]
+    ui.chart(figures.accuracy_by_slot(at_k, split=split, baseline=absent if not split else None,
+                                      title=f"Accuracy by slot of the decisive chunk (k = {k})"),
+             at_k, "accuracy_by_slot", key="slot")
+else:
+    st.info("No request with a decisive chunk in a known slot matches these filters.")
+
+with st.expander("Numbers"):
+    ui.table(bands, "accuracy_by_band_table")

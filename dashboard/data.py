@@ -1,0 +1,147 @@
+"""Data access for the pages: one cached client, query results cached by filter values.
+
+The source comes from the environment `midtrace dashboard` sets (dashboard/launch.py):
+MIDTRACE_URL (a collector's query API) or MIDTRACE_DB (a DuckDB file, opened read-only).
+Every cached function takes the filters as a sorted tuple of URL parameters, so the cache key
+is exactly what the URL says.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.launch import ENV_DB, ENV_REQUIRE_TOKEN, ENV_TOKEN, ENV_URL
+from midtrace.client import Filters, open_client
+
+Params = tuple[tuple[str, str], ...]
+
+# A collector keeps receiving traces, so its answers go stale; a DuckDB file opened
+# read-only does not change under us.
+LIVE_TTL_SECONDS = 30
+
+
+def source() -> dict[str, str | None]:
+    return {"url": os.environ.get(ENV_URL) or None, "db": os.environ.get(ENV_DB) or None,
+            "token": os.environ.get(ENV_TOKEN) or None}
+
+
+def token_required() -> bool:
+    return os.environ.get(ENV_REQUIRE_TOKEN) == "1"
+
+
+def describe_source() -> str:
+    s = source()
+    if s["url"]:
+        return f"collector {s['url']}"
+    if s["db"]:
+        return f"{os.path.basename(s['db'])} (read-only)"
+    return "no source"
+
+
+@st.cache_resource(show_spinner=False)
+def _client(url: str | None, db: str | None, token: str | None) -> Any:
+    if url:
+        return open_client(url=url, token=token)
+    return open_client(db=db)
+
+
+def client() -> Any:
+    s = source()
+    if not s["url"] and not s["db"]:
+        raise RuntimeError("no data source: start the dashboard with `midtrace dashboard --url "
+                           "URL` or `midtrace dashboard --db PATH`")
+    return _client(s["url"], s["db"], s["token"])
+
+
+def read_only() -> bool:
+    return bool(client().read_only)
+
+
+def params_key(params: Mapping[str, str | None]) -> Params:
+    return tuple(sorted((k, str(v)) for k, v in params.items() if v not in (None, "")))
+
+
+def filters(params: Params) -> Any:
+    return Filters.from_params(dict(params))
+
+
+Source = tuple[str | None, str | None, int]
+
+
+def _src() -> Source:
+    """Part of every cache key: answers from one source never serve another, and answers from
+    a live collector age out after LIVE_TTL_SECONDS (a file opened read-only never changes)."""
+    s = source()
+    epoch = int(time.time() // LIVE_TTL_SECONDS) if s["url"] else 0
+    return s["url"], s["db"], epoch
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _view(src: Source, name: str, params: Params, group_by: tuple[str, ...]) -> pd.DataFrame:
+    return client().view(name, filters=filters(params), group_by=group_by)
+
+
+def view(name: str, params: Params, group_by: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A metric view under the filters ``params``, grouped by ``group_by`` (cached)."""
+    return _view(_src(), name, params, tuple(group_by))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _requests(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
+              limit: int, offset: int) -> pd.DataFrame:
+    return client().requests(filters(params), search=search, taxonomy_class=taxonomy_class,
+                             limit=limit, offset=offset)
+
+
+def requests(params: Params, search: str | None = None, taxonomy_class: str | None = None,
+             limit: int = 50, offset: int = 0) -> pd.DataFrame:
+    """One page of requests, newest first (cached)."""
+    return _requests(_src(), params, search, taxonomy_class, limit, offset)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _requests_page(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
+                   limit: int, offset: int) -> tuple[pd.DataFrame, int]:
+    frame, total = client().requests_page(filters(params), search=search,
+                                          taxonomy_class=taxonomy_class, limit=limit,
+                                          offset=offset)
+    return frame, int(total)
+
+
+def requests_page(params: Params, search: str | None = None, taxonomy_class: str | None = None,
+                  limit: int = 50, offset: int = 0) -> tuple[pd.DataFrame, int]:
+    """One page of requests, newest first, and how many match in all (cached)."""
+    return _requests_page(_src(), params, search, taxonomy_class, limit, offset)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _trace(src: Source, trace_id: str) -> dict[str, Any] | None:
+    result: dict[str, Any] | None = client().trace(trace_id)
+    return result
+
+
+def trace(trace_id: str) -> dict[str, Any] | None:
+    return _trace(_src(), trace_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _facets(src: Source) -> dict[str, Any]:
+    result: dict[str, Any] = client().facets()
+    return result
+
+
+def facets() -> dict[str, Any]:
+    return _facets(_src())
+
+
+def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Send a grade to the collector, then forget cached answers so every page shows it."""
+    result: dict[str, Any] = client().post_outcome(outcome)
+    st.cache_data.clear()
+    return result

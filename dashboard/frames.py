@@ -1,0 +1,198 @@
+"""Shaping metric-view frames for display: pure pandas, no Streamlit, no SQL.
+
+The numbers themselves come from the views in schemas/sql/views/; this module only picks
+weeks, sums a view's counts across a group the page does not show, and ranks changes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from datetime import date
+from typing import Any
+
+import pandas as pd
+
+# The settings table's min_n (schemas/sql/migrations/001_core.sql): fewest graded requests in
+# each of two weeks before a week-over-week change is called out.
+MIN_N = 30
+Z95 = 1.959964
+
+
+def wilson(successes: float, n: float) -> tuple[float, float]:
+    """Wilson 95% interval for successes out of n (the views' wilson_low/high macros)."""
+    if not n:
+        return math.nan, math.nan
+    p = successes / n
+    centre = p + Z95 ** 2 / (2 * n)
+    spread = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n))
+    denom = 1 + Z95 ** 2 / n
+    return (centre - spread) / denom, (centre + spread) / denom
+
+
+def newest_week(frame: pd.DataFrame) -> date | None:
+    if frame.empty or "week" not in frame:
+        return None
+    return pd.Timestamp(frame["week"].max()).date()
+
+
+def last_two_weeks(frame: pd.DataFrame,
+                   value: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The newest week's row and the week before's (None where a week has no row)."""
+    if frame.empty or "week" not in frame:
+        return None, None
+    ordered = frame.assign(_w=pd.to_datetime(frame["week"])).sort_values("_w")
+    last = ordered["_w"].max()
+    cur = ordered[ordered["_w"] == last]
+    prev = ordered[ordered["_w"] == last - pd.Timedelta(days=7)]
+    return (cur.iloc[0].to_dict() if not cur.empty else None,
+            prev.iloc[0].to_dict() if not prev.empty else None)
+
+
+def weekly_recall(frame: pd.DataFrame) -> pd.DataFrame:
+    """constraint_recall grouped by week (and its context bucket) → one row per week."""
+    cols = ["week", "required", "recalled", "recall", "ci_low", "ci_high"]
+    if frame.empty:
+        return pd.DataFrame(columns=cols)
+    by_week = frame.groupby("week", as_index=False)[["required", "recalled"]].sum()
+    by_week["recall"] = by_week["recalled"] / by_week["required"].where(by_week["required"] > 0)
+    intervals = [wilson(float(r), float(n)) for r, n in
+                 zip(by_week["recalled"], by_week["required"], strict=True)]
+    by_week["ci_low"] = [lo for lo, _ in intervals]
+    by_week["ci_high"] = [hi for _, hi in intervals]
+    return by_week[cols]
+
+
+def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: int = MIN_N,
+                value: str = "accuracy", n: str = "graded") -> pd.DataFrame:
+    """Per slice, the change of ``value`` from the week before the newest week to the newest.
+
+    ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). Slices
+    with fewer than ``min_n`` in either week are left out; the rest are ranked by the size of
+    the change, biggest first.
+    """
+    rows = []
+    for dim, frame in parts:
+        if frame.empty or dim not in frame:
+            continue
+        weeks = pd.to_datetime(frame["week"])
+        last = weeks.max()
+        for key, part in frame.assign(_w=weeks).groupby(dim, dropna=True):
+            cur = part[part["_w"] == last]
+            prev = part[part["_w"] == last - pd.Timedelta(days=7)]
+            if cur.empty or prev.empty:
+                continue
+            n_cur, n_prev = int(cur[n].iloc[0]), int(prev[n].iloc[0])
+            after, before = cur[value].iloc[0], prev[value].iloc[0]
+            if pd.isna(after) or pd.isna(before):
+                continue
+            rows.append({"dimension": dim, "value": str(key), "slice": f"{dim}: {key}",
+                         "before": float(before), "after": float(after),
+                         "delta": float(after) - float(before), "n": n_cur, "n_before": n_prev,
+                         "called": n_cur >= min_n and n_prev >= min_n})
+    out = pd.DataFrame(rows, columns=["dimension", "value", "slice", "before", "after", "delta",
+                                      "n", "n_before", "called"])
+    if out.empty:
+        return out
+    rank = out.assign(_c=~out["called"].astype(bool), _a=-out["delta"].abs())
+    return out.loc[rank.sort_values(["_c", "_a"]).index].reset_index(drop=True)
+
+
+def layout_difference(conditions: pd.DataFrame, a: str, b: str,
+                      order: list[str]) -> pd.DataFrame:
+    """sweep_conditions rows of strategies a and b → per condition: both accuracies, B − A."""
+    cols = ["condition", "accuracy_a", "accuracy_b", "difference", "n_a", "n_b"]
+    pick = {s: conditions[conditions["strategy"].astype(str) == s].set_index("condition")
+            for s in (a, b)}
+    shared = [c for c in order if c in pick[a].index and c in pick[b].index]
+    if not shared:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame({"condition": shared,
+                        "accuracy_a": pick[a].loc[shared, "accuracy"].astype(float).values,
+                        "accuracy_b": pick[b].loc[shared, "accuracy"].astype(float).values,
+                        "n_a": pick[a].loc[shared, "n"].values,
+                        "n_b": pick[b].loc[shared, "n"].values})
+    out["difference"] = out["accuracy_b"] - out["accuracy_a"]
+    return out[cols]
+
+
+NAMED_PLACEMENTS = ("first", "start", "early", "start_end", "middle", "late", "end", "last")
+
+
+def condition_order(values: Iterable[Any]) -> list[str]:
+    """Placement conditions in prompt order: named ones first, then rank_1, rank_2, ...,
+    rank_10 (numbers compared as numbers), the closed-book 'absent' last."""
+    present = {str(v) for v in values if v is not None and not pd.isna(v)}
+
+    def key(c: str) -> tuple[int, int, list[Any]]:
+        named = NAMED_PLACEMENTS.index(c) if c in NAMED_PLACEMENTS else len(NAMED_PLACEMENTS)
+        parts = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", c)]
+        return (c == "absent", named, parts)
+
+    return sorted(present, key=key)
+
+
+def requests_per_k(frame: pd.DataFrame) -> list[int]:
+    """The prompt sizes k in accuracy_by_slot, most requests first."""
+    if frame.empty or "k" not in frame:
+        return []
+    totals = frame.groupby("k")["requests"].sum().sort_values(ascending=False)
+    return [int(k) for k in totals.index]
+
+
+PLACEMENT_COLUMNS = ("slot", "chunk_id", "label", "is_decisive", "is_cited", "band", "token_start",
+                     "token_end", "source_id", "authority", "retrieval_rank", "retrieval_score",
+                     "rerank_rank", "rerank_score", "updated")
+
+
+def placed_chunks(trace: dict[str, Any]) -> pd.DataFrame:
+    """One row per placement in prompt order, with its chunk's facts (the inspector's strip)."""
+    placements = pd.DataFrame(trace.get("placements") or [])
+    chunks = pd.DataFrame(trace.get("chunks") or [])
+    if placements.empty:
+        return pd.DataFrame(columns=[*PLACEMENT_COLUMNS, "prompt_index", "text"])
+    if chunks.empty:
+        chunks = pd.DataFrame(columns=["chunk_id"])
+    merged = placements.merge(chunks.drop_duplicates("chunk_id"), on="chunk_id", how="left",
+                              suffixes=("", "_chunk"))
+    merged = merged.sort_values("prompt_index").reset_index(drop=True)
+    if "slot" not in merged:
+        merged["slot"] = range(1, len(merged) + 1)
+    for col in PLACEMENT_COLUMNS:
+        if col not in merged:
+            merged[col] = None
+    merged["decisive"] = merged["is_decisive"].fillna(False).astype(bool)
+    merged["cited"] = merged["is_cited"].fillna(False).astype(bool)
+    return merged
+
+
+def unplaced_chunks(trace: dict[str, Any]) -> pd.DataFrame:
+    """Chunks that never reached the prompt (retrieved or reranked only, or dropped)."""
+    chunks = pd.DataFrame(trace.get("chunks") or [])
+    if chunks.empty:
+        return pd.DataFrame(columns=["chunk_id", "stage", "drop_reason"])
+    placed = {p.get("chunk_id") for p in trace.get("placements") or []}
+    out = chunks[~chunks["chunk_id"].isin(placed)]
+    return out.reset_index(drop=True)
+
+
+def citations(trace: dict[str, Any], placed: pd.DataFrame) -> pd.DataFrame:
+    """The answer's citations in the order it gave them, each tied to its chunk."""
+    request = trace.get("request") or {}
+    chunks = {c.get("chunk_id"): c for c in trace.get("chunks") or []}
+    order = list(request.get("cited_ids") or [])
+    order += [c for c, ch in chunks.items() if ch.get("is_cited") and c not in order]
+    rows = []
+    for i, cid in enumerate(order, start=1):
+        ch = chunks.get(cid, {})
+        at = placed[placed["chunk_id"] == cid] if not placed.empty else placed
+        rows.append({
+            "citation": i, "chunk_id": cid,
+            "slot": int(at["slot"].iloc[0]) if not at.empty else None,
+            "band": at["band"].iloc[0] if not at.empty else ("not in prompt" if ch else "unknown"),
+            "label": ch.get("label"), "decisive": bool(ch.get("is_decisive")),
+            "source_id": ch.get("source_id"), "authority": ch.get("authority"),
+        })
+    return pd.DataFrame(rows, columns=["citation", "chunk_id", "slot", "band", "label",
+                                       "decisive", "source_id", "authority"])

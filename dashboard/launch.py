@@ -1,0 +1,259 @@
+"""Start the dashboard (a Streamlit server) and, for `serve`, a collector beside it.
+
+Nothing here imports Streamlit: the app runs in a child process (`python -m streamlit run
+dashboard/app.py`) and learns where its data comes from through environment variables
+(MIDTRACE_URL, MIDTRACE_DB, MIDTRACE_TOKEN, MIDTRACE_REQUIRE_TOKEN). This process waits
+for Streamlit's health endpoint, prints the address, forwards SIGINT/SIGTERM and reports
+the child's fate as an exit code.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+APP = Path(__file__).with_name("app.py")
+HEALTH_PATH = "/_stcore/health"
+COLLECTOR_READY = re.compile(r"listening on (http://\S+)")
+
+# What the app reads (dashboard/data.py): where the data is, and whether to ask for the token.
+ENV_URL = "MIDTRACE_URL"
+ENV_DB = "MIDTRACE_DB"
+ENV_TOKEN = "MIDTRACE_TOKEN"
+ENV_REQUIRE_TOKEN = "MIDTRACE_REQUIRE_TOKEN"
+
+
+class LaunchError(Exception):
+    """The dashboard or collector could not be started; the message says why."""
+
+
+@dataclass(frozen=True)
+class DashboardSettings:
+    url: str | None = None
+    db: str | None = None
+    token: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8501
+
+    def check(self) -> None:
+        """Refuse settings that cannot work, with a message that says how to fix them."""
+        if (self.url is None) == (self.db is None):
+            raise LaunchError("give either --url (a running collector) or --db (a DuckDB file), "
+                              "not both and not neither")
+        if self.db is not None and not Path(self.db).is_file():
+            raise LaunchError(f"{self.db} does not exist; point --db at a midtrace DuckDB file")
+        if not is_loopback(self.host) and not self.token:
+            raise LaunchError(f"--host {self.host} exposes the dashboard beyond this machine; "
+                              "set --token (or MIDTRACE_TOKEN) so that opening it asks for the "
+                              "token, or bind 127.0.0.1")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _reachable_host(host: str) -> str:
+    """Where a local client connects to reach a server bound to ``host``."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "::1"
+    return host
+
+
+def streamlit_command(host: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(APP),
+            "--server.headless", "true", "--server.address", host, "--server.port", str(port),
+            "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "viewer", "--theme.base", "light"]
+
+
+def streamlit_env(settings: DashboardSettings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in (ENV_URL, ENV_DB, ENV_TOKEN, ENV_REQUIRE_TOKEN)}
+    env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] = "false"
+    if settings.url is not None:
+        env[ENV_URL] = settings.url
+    if settings.db is not None:
+        env[ENV_DB] = str(Path(settings.db).resolve())
+    if settings.token:
+        env[ENV_TOKEN] = settings.token
+    env[ENV_REQUIRE_TOKEN] = "0" if is_loopback(settings.host) else "1"
+    return env
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Poll Streamlit's health endpoint until it answers ``ok``; fail if the process exits."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2, trust_env=False) as http:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise LaunchError(f"the dashboard server exited with code {process.returncode} "
+                                  "before it was ready (its log is above)")
+            try:
+                r = http.get(url + HEALTH_PATH)
+                if r.status_code == 200 and r.text.strip() == "ok":
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    raise LaunchError(f"the dashboard server did not answer {HEALTH_PATH} within {timeout:.0f} s")
+
+
+def start_dashboard(settings: DashboardSettings,
+                    output: IO[str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the Streamlit server and wait until it is healthy; returns (process, url)."""
+    settings.check()
+    port = settings.port or free_port(settings.host)
+    process = subprocess.Popen(streamlit_command(settings.host, port), env=streamlit_env(settings),
+                               stdout=output or sys.stderr, stderr=output or sys.stderr,
+                               stdin=subprocess.DEVNULL)
+    url = f"http://{_url_host(settings.host)}:{port}"
+    try:
+        wait_healthy(f"http://{_url_host(_reachable_host(settings.host))}:{port}", process)
+    except BaseException:
+        _stop(process)
+        raise
+    return process, url
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class _Stopper:
+    """Turns SIGINT/SIGTERM into a flag the supervising loop reads."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
+
+    def __enter__(self) -> _Stopper:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _supervise(children: dict[str, subprocess.Popen[bytes]], stopper: _Stopper) -> int:
+    """Wait until a stop is asked for (exit 0) or a child dies (stop the rest, exit 1)."""
+    try:
+        while not stopper.requested:
+            for name, child in children.items():
+                code = child.poll()
+                if code is not None:
+                    print(f"midtrace: the {name} exited with code {code}; stopping",
+                          file=sys.stderr, flush=True)
+                    return 1
+            time.sleep(0.2)
+        return 0
+    finally:
+        for child in reversed(list(children.values())):
+            _stop(child)
+
+
+def run_dashboard(settings: DashboardSettings) -> int:
+    """Serve the dashboard until SIGINT/SIGTERM; the exit code says how it ended."""
+    with _Stopper() as stopper:
+        process, url = start_dashboard(settings)
+        print(f"midtrace dashboard at {url}", flush=True)
+        return _supervise({"dashboard": process}, stopper)
+
+
+def start_collector(db: str, host: str, http_port: int,
+                    extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `midtrace collector` and wait for its "listening on URL" line."""
+    process = subprocess.Popen([sys.executable, "-m", "midtrace", "collector", "--db", db,
+                                "--host", host, "--http-port", str(http_port), *(extra or [])],
+                               stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        raw = process.stdout.readline()
+        if not raw:
+            break
+        line = raw.decode(errors="replace")
+        print(line, end="", file=sys.stderr, flush=True)
+        match = COLLECTOR_READY.search(line)
+        if match:
+            # Keep draining its stdout so the collector never blocks on a full pipe.
+            _drain(process.stdout)
+            return process, match.group(1)
+    _stop(process)
+    raise LaunchError(f"the collector did not start (exit code {process.poll()}); its log is above")
+
+
+def _drain(stream: IO[bytes]) -> None:
+    import threading
+
+    def pump() -> None:
+        for raw in iter(stream.readline, b""):
+            sys.stderr.write(raw.decode(errors="replace"))
+    threading.Thread(target=pump, daemon=True).start()
+
+
+def run_serve(db: str, host: str, http_port: int, port: int, token: str | None) -> int:
+    """A team's shared instance: a collector on DB and a dashboard reading through it."""
+    DashboardSettings(url="http://placeholder", host=host, port=port, token=token).check()
+    if not is_loopback(host):
+        log.warning("the collector on %s:%s serves OTLP and its read-only query API to the "
+                    "network; only the dashboard asks for the token", host, http_port)
+    with _Stopper() as stopper:
+        collector, collector_url = start_collector(db, host, http_port)
+        children = {"collector": collector}
+        try:
+            local = collector_url.replace(f"//{_url_host(host)}:", f"//{_url_host(_reachable_host(host))}:")
+            settings = DashboardSettings(url=local, token=token, host=host, port=port)
+            dashboard, url = start_dashboard(settings)
+        except BaseException:
+            _stop(collector)
+            raise
+        children["dashboard"] = dashboard
+        print(f"midtrace collector at {collector_url} (OTLP/HTTP {collector_url}/v1/traces)",
+              flush=True)
+        print(f"midtrace dashboard at {url}", flush=True)
+        return _supervise(children, stopper)

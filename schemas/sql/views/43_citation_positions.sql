@@ -1,0 +1,29 @@
+-- metric: Where cited chunks sat versus where the decisive chunk sat: among requests whose decisive evidence was in the prompt, requests by the band of their decisive chunk and the band of each in-prompt chunk the answer cited ('none': it cited nothing in the prompt).
+-- keys: decisive_band, cited_band
+-- A request citing chunks in two bands counts once in each; `requests` per decisive band
+-- therefore sums to at least the requests in that band.
+CREATE OR REPLACE VIEW citation_positions AS
+WITH f AS (
+    SELECT * FROM /*facts*/request_facts f
+    WHERE n_decisive_in_prompt > 0
+), cited_chunks AS (
+    SELECT c.request_id, c.chunk_id
+    FROM chunks c
+    JOIN requests r USING (request_id)
+    WHERE coalesce(c.cited, false) OR coalesce(list_contains(r.cited_ids, c.chunk_id), false)
+), cited_bands AS (
+    SELECT DISTINCT pp.request_id, pp.band AS cited_band
+    FROM placement_positions pp
+    SEMI JOIN cited_chunks cc ON cc.request_id = pp.request_id AND cc.chunk_id = pp.chunk_id
+)
+SELECT * FROM (
+    SELECT /*groups*/
+        decisive_band,
+        coalesce(cited_band, 'none') AS cited_band,
+        count(*) AS requests
+    FROM f
+    LEFT JOIN cited_bands USING (request_id)
+    GROUP BY ALL
+)
+ORDER BY /*groups*/ list_position(['early', 'middle', 'late'], decisive_band),
+         list_position(['early', 'middle', 'late', 'none'], cited_band);

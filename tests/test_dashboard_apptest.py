@@ -1,0 +1,157 @@
+"""Page logic without a browser: Streamlit's AppTest over a DuckDB file opened read-only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from collector.store import Store
+from dashboard import launch
+from tests.dashboard_data import Fixture, send_all
+from tests.procs import start_collector
+
+APP = str(Path(launch.__file__).with_name("app.py"))
+
+
+@pytest.fixture(scope="module")
+def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Fixture]]:
+    """The known traces sent through a real collector, which is then stopped."""
+    tmp = tmp_path_factory.mktemp("apptest")
+    db = tmp / "traces.duckdb"
+    proc = start_collector(db, tmp / "collector.log")
+    try:
+        fx = send_all(proc.url)
+    finally:
+        proc.stop()
+    yield db, fx
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for key in (launch.ENV_URL, launch.ENV_DB, launch.ENV_TOKEN, launch.ENV_REQUIRE_TOKEN):
+        monkeypatch.delenv(key, raising=False)
+    yield monkeypatch
+
+
+def app(page: str | None = None, **query: str) -> AppTest:
+    """The app, run once on ``page`` (a file under app_pages/) with ``query`` in its URL.
+
+    AppTest clears the URL on a page switch, so page widgets are set through the widgets.
+    """
+    at = AppTest.from_file(APP, default_timeout=120)
+    if page is not None:
+        at.run()
+        at.switch_page(f"app_pages/{page}.py")
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    return at
+
+
+def plotly_specs(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def test_overview_shows_the_newest_week_against_the_one_before(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app()
+    assert not at.exception
+    values = {m.label: m.value for m in at.metric}
+    assert values["Accuracy"] == "60.0%"
+    assert values["Constraint recall"] == "80.0%"
+    # the default range ends on the newest data, not today
+    assert at.date_input(key="f_until").value.isoformat() == "2026-11-05"
+    assert at.date_input(key="f_since").value.isoformat() == "2026-10-12"
+    assert len(plotly_specs(at)) == 5
+    assert any("change not called" in c.value for c in at.caption)
+
+
+def test_model_filter_from_the_url_narrows_the_numbers(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app(model="model-b")
+    assert not at.exception
+    assert at.selectbox(key="model").value == "model-b"
+    assert {m.label: m.value for m in at.metric}["Accuracy"] == "40.0%"
+
+
+def test_position_page_splits_by_model(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app("position")
+    at.get("button_group")[0].set_value("model").run()
+    assert not at.exception
+    bands = plotly_specs(at)[0]
+    assert [t["name"] for t in bands["data"] if t["type"] == "bar"] == ["model-a", "model-b"]
+
+
+def test_inspector_in_file_mode_is_read_only_and_says_so(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    db, fx = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.incident).run()
+    assert not at.exception
+    assert any("Read-only" in i.value for i in at.info)
+    placed = at.dataframe[0].value
+    assert list(placed["chunk_id"]) == ["faq-returns#1", "xss-chunk", "policy-2026#3", "md-chunk",
+                                        "policy-2026#4"]
+    assert not at.get("form")
+    # untrusted text goes to code blocks (plain text), never to Markdown
+    assert all("onerror" not in m.value for m in at.markdown)
+
+
+def test_an_unknown_trace_id_is_a_warning_not_an_error(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app("inspector")
+    at.text_input(key="trace_id").input("0" * 32).run()
+    assert not at.exception
+    assert "No request with that trace id" in at.warning[0].value
+
+
+def test_an_empty_database_says_how_to_send_traces(env: Any, tmp_path: Path) -> None:
+    db = tmp_path / "empty.duckdb"
+    Store.open(db).close()
+    env.setenv(launch.ENV_DB, str(db))
+    at = app()
+    assert not at.exception
+    assert at.title[0].value == "No traces yet"
+    assert any("/v1/traces" in m.value for m in at.markdown)
+
+
+def test_the_token_gate(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    env.setenv(launch.ENV_TOKEN, "s3cret")
+    env.setenv(launch.ENV_REQUIRE_TOKEN, "1")
+    at = app()
+    assert not at.metric and at.text_input[0].label == "Token"
+    at.text_input[0].input("wrong")
+    at.button[0].click()
+    at.run()
+    assert at.error and not at.metric
+    at.text_input[0].input("s3cret")
+    at.button[0].click()
+    at.run()
+    assert not at.exception
+    assert {m.label for m in at.metric} >= {"Accuracy", "Buried rate"}
+
+
+def test_experiments_page_compares_two_layouts(env: Any,
+                                               fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app("experiments")
+    at.selectbox(key="layout_a").select("score_order")
+    at.selectbox(key="layout_b").select("edge").run()
+    assert not at.exception
+    diff = plotly_specs(at)[1]["data"][0]
+    assert diff["x"] == ["first", "middle", "last", "absent"]
+    text = dict(zip(diff["x"], diff["text"], strict=True))
+    assert text["middle"] == "+100%" and text["first"] == "+0%"

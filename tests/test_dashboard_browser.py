@@ -1,0 +1,189 @@
+"""The dashboard in a real browser: a real collector with known traces, `midtrace dashboard
+--url ... --port 0`, and Debian's headless Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from midtrace.client import open_client
+from tests import browser as b
+from tests.dashboard_data import INCIDENT_QUESTION, MARKDOWN_TEXT, XSS_TEXT, Fixture, send_all
+from tests.procs import Proc, start, start_collector
+
+pytestmark = pytest.mark.browser
+
+READY = re.compile(r"midtrace dashboard at (http://\S+)")
+MIN_CHARTS = {"overview": 5, "position": 2, "citations": 3, "failures": 2, "inspector": 1,
+              "experiments": 2}
+
+
+@dataclass
+class Stack:
+    collector: Proc
+    dashboard: Proc
+    fixture: Fixture
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    collector = start_collector(tmp / "traces.duckdb", tmp / "collector.log")
+    try:
+        fixture = send_all(collector.url)
+        dashboard = start(["dashboard", "--url", collector.url, "--port", "0"],
+                          tmp / "dashboard.log", ready=READY, timeout=90)
+        try:
+            yield Stack(collector, dashboard, fixture)
+        finally:
+            assert dashboard.stop() == 0, dashboard.log()
+    finally:
+        collector.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        try:
+            browser = b.launch(pw)
+        except b.BrowserMissing as e:
+            pytest.fail(str(e))
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium: Browser) -> Iterator[Page]:
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    dialogs: list[str] = []
+    errors: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.dialogs = dialogs  # type: ignore[attr-defined]
+    page.errors = errors  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+def open_page(page: Page, stack: Stack, name: str, query: str = "") -> int:
+    page.goto(b.page_url(stack.dashboard.url, name, query))
+    charts = b.wait_rendered(page, timeout=90)
+    expect(page.locator(b.EXCEPTION)).to_have_count(0)
+    return charts
+
+
+def test_a_deep_link_on_a_fresh_server_goes_through_the_router(page: Page, stack: Stack) -> None:
+    """The first session of a new server opens /inspector?trace_id=... with the filters."""
+    open_page(page, stack, "inspector", f"trace_id={stack.fixture.incident}")
+    expect(page.get_by_text(INCIDENT_QUESTION, exact=True)).to_be_visible()
+    expect(page.get_by_text("Filters", exact=True)).to_be_visible()
+    expect(page.locator('[data-testid="stSidebarNav"]').get_by_text("Trace inspector")).to_be_visible()
+
+
+@pytest.mark.parametrize("name", list(b.PAGES))
+def test_every_page_draws_its_charts_without_an_exception(page: Page, stack: Stack,
+                                                          name: str) -> None:
+    query = f"trace_id={stack.fixture.incident}" if name == "inspector" else ""
+    charts = open_page(page, stack, name, query)
+    assert charts >= MIN_CHARTS[name]
+    expect(page.locator(b.DRAWN).first).to_be_attached()
+    assert page.locator('[data-testid="stDownloadButton"]').count() >= MIN_CHARTS[name]
+    # the default range is anchored on the newest data (5 Nov 2026), not on today
+    assert "until=2026-11-05" in page.url and "since=2026-10-12" in page.url
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_a_filter_changes_a_number_and_the_url(page: Page, stack: Stack) -> None:
+    open_page(page, stack, "overview")
+    accuracy = page.locator('[data-testid="stMetricValue"]').first
+    expect(accuracy).to_have_text("60.0%")
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Model").click()
+    page.get_by_role("option", name="model-b").click()
+    expect(page).to_have_url(re.compile(r"model=model-b"))
+    b.wait_rendered(page)
+    # newest week, model-b only: 3 of its 5 weekly requests wrong, the sweep is model-a's
+    expect(accuracy).to_have_text("40.0%")
+    # the link reproduces the view in a fresh page
+    other = page.context.new_page()
+    other.goto(page.url)
+    b.wait_rendered(other)
+    expect(other.locator('[data-testid="stMetricValue"]').first).to_have_text("40.0%")
+    other.close()
+
+
+def test_the_inspector_draws_a_known_trace_in_prompt_order(page: Page, stack: Stack) -> None:
+    open_page(page, stack, "inspector", f"trace_id={stack.fixture.incident}")
+    expect(page.get_by_text(INCIDENT_QUESTION, exact=True)).to_be_visible()
+    cells = page.locator('.st-key-table_placed [data-testid="stDataFrame"] td[role="gridcell"]')
+    expect(cells.first).to_be_attached()
+    texts = cells.all_text_contents()
+    ids = [t for t in texts if t in {"faq-returns#1", "xss-chunk", "policy-2026#3", "md-chunk",
+                                     "policy-2026#4"}]
+    assert ids == ["faq-returns#1", "xss-chunk", "policy-2026#3", "md-chunk", "policy-2026#4"]
+    dropped = page.locator('.st-key-table_unplaced [data-testid="stDataFrame"] td[role="gridcell"]')
+    expect(dropped.filter(has_text="budget")).to_have_count(1)
+    strip = page.locator(b.CHART).first
+    slots = strip.locator("g.trace.bars text").all_text_contents()
+    assert sorted(slots) == ["1", "2", "3", "4", "5"]
+    expect(strip.locator("text").filter(has_text="middle")).to_have_count(1)
+
+
+def test_untrusted_chunk_text_shows_literally(page: Page, stack: Stack) -> None:
+    open_page(page, stack, "inspector", f"trace_id={stack.fixture.incident}")
+    page.get_by_text("Show every chunk's text in prompt order").click()
+    b.wait_rendered(page)
+    expect(page.get_by_text(XSS_TEXT, exact=True)).to_have_count(1)
+    expect(page.get_by_text(MARKDOWN_TEXT, exact=True)).to_have_count(1)
+    expect(page.locator('img[src="x"]')).to_have_count(0)
+    expect(page.locator('a[href="http://x"]')).to_have_count(0)
+    expect(page.locator("strong", has_text="bold")).to_have_count(0)
+    page.wait_for_timeout(300)
+    assert page.dialogs == []  # type: ignore[attr-defined]
+
+
+def test_grading_in_the_browser_changes_the_report(page: Page, stack: Stack) -> None:
+    client = open_client(url=stack.collector.url)
+
+    def counts() -> dict[str, int]:
+        frame = client.view("failure_taxonomy")
+        return dict(zip(frame["class"], frame["n"].astype(int), strict=True))
+
+    before = counts()
+    open_page(page, stack, "inspector", f"trace_id={stack.fixture.ungraded}")
+    form = page.locator('[data-testid="stForm"]')
+    form.get_by_text("wrong", exact=True).click()
+    form.locator('[data-testid="stMultiSelect"]').click()
+    page.get_by_role("option", name="ungraded-c3").click()
+    page.keyboard.press("Escape")
+    form.get_by_role("button", name="Save grade").click()
+    expect(page.get_by_text("Grade saved. Every page now counts it.")).to_be_visible()
+    after = counts()
+    assert after.get("ungraded", 0) == before.get("ungraded", 0) - 1
+    assert after["buried"] == before["buried"] + 1
+    b.wait_rendered(page)
+    expect(page.locator(b.EXCEPTION)).to_have_count(0)
+    trace = client.trace(stack.fixture.ungraded)
+    assert trace is not None and trace["taxonomy_class"] == "buried"
+    client.close()
+
+
+def test_a_failure_class_opens_its_requests_and_a_request_opens_the_inspector(
+        page: Page, stack: Stack) -> None:
+    open_page(page, stack, "failures", "class=dropped")
+    expect(page.get_by_text("dropped: retrieved, then cut")).to_be_visible()
+    open_page(page, stack, "failures", "class=buried")
+    # the link column's cells (the grid's hidden fallback table carries the link as text)
+    cells = page.locator('.st-key-table_requests [data-testid="stDataFrame"] td[role="gridcell"]')
+    link = cells.filter(has_text="inspector?trace_id=").first
+    expect(link).to_be_attached()
+    href = link.text_content() or ""
+    assert re.fullmatch(r"\./inspector\?trace_id=[0-9a-f]{32}", href), href
+    open_page(page, stack, "inspector", href.split("?", 1)[1])
+    expect(page.locator(b.CHART)).to_have_count(1)
