@@ -268,6 +268,39 @@ def serve(db: Path, host: str, http_port: int, port: int, token: str | None) -> 
     sys.exit(code)
 
 
+@cli.command()
+@click.option("--db", envvar="MIDTRACE_DEMO_DB", show_envvar=True, default=None,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="New DuckDB file for the demo; must not exist. Default: .midtrace/demo.duckdb, "
+                   "replaced on every run.")
+@host_option
+@click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True, default=4318,
+              type=click.IntRange(0, 65535), help="OTLP/HTTP and query API port; 0 picks a free one.")
+@dashboard_port_option
+def demo(db: Path | None, host: str, http_port: int, port: int) -> None:
+    """Load the bundled sample traces into a fresh database and start collector + dashboard."""
+    from dashboard.launch import LaunchError, run_serve
+    from midtrace.demo import DEFAULT_DB, DemoError, fresh_database, load_samples, sample_files
+
+    path = db or DEFAULT_DB
+    try:
+        fresh_database(path, owned=db is None)
+        files = sample_files()
+        with click.progressbar(length=len(files), label="loading sample traces", file=sys.stderr,
+                               show_pos=True) as bar:
+            report = load_samples(path, progress=bar.update)
+    except DemoError as e:
+        _fail(str(e), EXIT_USAGE)
+    click.echo(f"loaded {report.spans} spans and {report.outcomes} late outcomes from "
+               f"{report.files} sample files into {path} (synthetic data, see sample_traces/README.md)",
+               err=True)
+    try:
+        code = run_serve(str(path), host, http_port, port, None)
+    except LaunchError as e:
+        _fail(f"{e} (pass --http-port 0 --port 0 to pick free ports)", EXIT_USAGE)
+    sys.exit(code)
+
+
 # --- reading: report and gate ------------------------------------------------------------------
 
 

@@ -173,6 +173,11 @@ def metric_views() -> dict[str, MetricView]:
     return out
 
 
+# `experiment=(none)` selects the requests that belong to no experiment: production traffic,
+# without the sweeps recorded beside it (the weekly review reads it this way).
+NO_EXPERIMENT = "(none)"
+
+
 def _where(filters: Filters) -> tuple[list[str], dict[str, Any]]:
     conditions: list[str] = []
     params: dict[str, Any] = {}
@@ -184,7 +189,9 @@ def _where(filters: Filters) -> tuple[list[str], dict[str, Any]]:
         params["until"] = filters.until
     for key in ("service", "model", "template", "strategy", "experiment", "context_bucket"):
         value = getattr(filters, key)
-        if value is not None:
+        if key == "experiment" and value == NO_EXPERIMENT:
+            conditions.append("experiment IS NULL")
+        elif value is not None:
             conditions.append(f"{key} = ${key}")
             params[key] = value
     return conditions, params

@@ -77,3 +77,10 @@ def test_incident_traces_are_found_by_question_text(sample_db: Path, incident: s
         detail = client.trace(trace_id)
     assert detail is not None and detail["request"]["question"]
     assert question_text.lower() in detail["request"]["question"].lower()
+
+
+def test_experiment_none_keeps_production_traffic_only(sample_db: Path) -> None:
+    everything = report(sample_db)["requests"]
+    production = report(sample_db, "--filter", "experiment=(none)")["requests"]
+    sweep = MANIFEST["sweep"]["requests"]
+    assert everything - production == sweep

@@ -5,11 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, figures, filters, frames, ui
+from schemas.reads import NO_EXPERIMENT
 
-params = data.params_key(filters.current())
+# The weekly review is about production traffic: requests recorded by an experiment (a
+# sweep) are left to the Experiments and Position pages.
+params = data.params_key({**filters.current(), "experiment": NO_EXPERIMENT})
 
 st.title("Weekly review")
-st.caption("The newest week in the selected range against the week before. A change is called "
+st.caption("The newest week in the selected range against the week before, production traffic "
+           "only (experiments are on the Experiments page). A change is called "
            f"out only when both weeks have at least {frames.MIN_N} graded requests; shaded "
            "bands and ranges are Wilson 95% intervals.")
 
