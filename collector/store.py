@@ -19,7 +19,9 @@ import duckdb
 import pyarrow as pa
 
 from collector.normalize import normalize_trace
-from collector.rows import Rows, span_from_row, span_table
+from collector.known import KnownTraces
+from collector.rows import Rows
+from collector.spanstore import SpanEncoder, span_from_row
 from schemas import sqlfiles
 from schemas.model import Outcome, RagRequest
 from schemas.otlp import SpanRecord
@@ -105,6 +107,9 @@ class Store:
         migrate(conn)
         self._next_request_id = self._max("requests", "request_id") + 1
         self._next_outcome_id = self._max("outcomes", "outcome_id") + 1
+        self.encoder = SpanEncoder(keep_text)
+        self.known = KnownTraces(conn.execute(sqlfiles.query("trace_keys")).fetchnumpy()["k"])
+        self._hash_cache: dict[str, str] = {}
 
     @classmethod
     def open(cls, path: str | Path, keep_text: bool = True) -> Store:
@@ -125,26 +130,33 @@ class Store:
         api_outcomes: list[Outcome] = []
         for job in jobs:
             for s in job.spans:
-                new_spans[(s.trace_id, s.span_id)] = s
+                new_spans.setdefault((s.trace_id, s.span_id), s)
             api_outcomes.extend(job.outcomes)
         stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
+        trace_ids = {t for t, _ in new_spans}
+        # Only traces that may have stored spans are read back; the rest are new.
+        maybe_stored = sorted(t for t in trace_ids if self.known.may_contain(t))
         conn = self.conn
+        texts: dict[str, str] = {}
         conn.execute("BEGIN TRANSACTION")
         try:
-            trace_ids = sorted({t for t, _ in new_spans})
-            if trace_ids:
-                conn.register("_trace_ids", pa.table({"trace_id": trace_ids}))
-            by_trace = self._stored_spans() if trace_ids else {}
+            by_trace: dict[str, dict[str, SpanRecord]] = {}
+            if maybe_stored:
+                conn.register("_trace_ids", pa.table({"trace_id": maybe_stored}))
+                by_trace = self._stored_spans()
             for (trace_id, span_id), span in new_spans.items():
-                by_trace.setdefault(trace_id, {})[span_id] = span
+                by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
             if new_spans:
-                conn.register("_new_spans", span_table(list(new_spans.values()), received_at))
+                _spans, texts = self.encoder.encode(list(new_spans.values()), received_at)
                 conn.execute(sqlfiles.query("insert_spans"))
-                conn.unregister("_new_spans")
+                if texts:
+                    _texts = pa.table({"text_hash": list(texts), "text": list(texts.values())})
+                    conn.execute(sqlfiles.query("insert_texts"))
             stats.traces = len(by_trace)
-            rows = Rows()
-            if trace_ids:
-                self._derive(by_trace, rows, received_at, stats)
+            rows = Rows(hash_cache=self._hash_cache)
+            if by_trace:
+                self._derive(by_trace, bool(maybe_stored), rows, received_at, stats)
+            if maybe_stored:
                 conn.unregister("_trace_ids")
             for o in api_outcomes:
                 assert o.trace_id is not None
@@ -154,23 +166,50 @@ class Store:
         except Exception:
             conn.execute("ROLLBACK")
             raise
+        self.known.add(trace_ids)
+        self.encoder.committed(texts)
+        return stats
+
+    def rederive(self, trace_ids: Sequence[str]) -> WriteStats:
+        """Normalize the given stored traces again and replace their derived rows."""
+        stats = WriteStats()
+        conn = self.conn
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.register("_trace_ids", pa.table({"trace_id": list(trace_ids)}))
+            by_trace = self._stored_spans()
+            stats.traces = len(by_trace)
+            rows = Rows(hash_cache=self._hash_cache)
+            self._derive(by_trace, True, rows, datetime.now(UTC), stats)
+            conn.unregister("_trace_ids")
+            self._append(rows)
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
         return stats
 
     def _stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
-        """Spans already stored for the traces in ``_trace_ids``."""
+        """Spans already stored for the traces in ``_trace_ids``, texts restored."""
+        texts = dict(self.conn.execute(sqlfiles.query("texts_of_traces")).fetchall())
         out: dict[str, dict[str, SpanRecord]] = {}
         for row in self.conn.execute(sqlfiles.query("spans_of_traces")).fetchall():
-            span = span_from_row(row)
+            span = span_from_row(row, texts)
             out.setdefault(span.trace_id, {})[span.span_id] = span
         return out
 
-    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], rows: Rows,
+    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], any_stored: bool, rows: Rows,
                 received_at: datetime, stats: WriteStats) -> None:
-        """Normalize each trace in ``_trace_ids`` again and replace its derived rows."""
+        """Normalize each trace and replace the derived rows of those in ``_trace_ids``."""
         conn = self.conn
-        existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
-        if existing:  # a trace with no request row yet has no derived rows to replace
-            conn.execute(sqlfiles.query("delete_derived"))
+        existing: dict[str, int] = {}
+        prior_outcomes: dict[str, tuple[int, datetime]] = {}
+        if any_stored:
+            existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
+            prior_outcomes = {t: (oid, at) for t, oid, at in
+                              conn.execute(sqlfiles.query("span_outcome_ids")).fetchall()}
+            if existing or prior_outcomes:
+                conn.execute(sqlfiles.query("delete_derived"))
         for trace_id, spans in by_trace.items():
             ordered = sorted(spans.values(), key=lambda s: (s.start_ns, s.span_id))
             try:
@@ -187,12 +226,11 @@ class Store:
                 self._next_request_id += 1
             rows.add_request(request_id, request, keep_text=self.keep_text)
             stats.requests += 1
-            self._span_outcome(request, rows, received_at)
-
-    def _span_outcome(self, request: RagRequest, rows: Rows, received_at: datetime) -> None:
-        if request.record.outcome is not None:
-            rows.add_outcome(self._take_outcome_id(), request.trace_id, "span",
-                             request.record.outcome, received_at)
+            if request.record.outcome is not None:
+                # A re-normalized trace keeps its outcome's id and arrival time: rebuilding
+                # twice gives the same rows.
+                oid, at = prior_outcomes.get(trace_id) or (self._take_outcome_id(), received_at)
+                rows.add_outcome(oid, request.trace_id, "span", request.record.outcome, at)
 
     def _take_outcome_id(self) -> int:
         oid = self._next_outcome_id
@@ -212,8 +250,7 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         out = {}
-        for table in ("spans", "requests", "chunks", "placements", "outcomes", "chunk_texts"):
+        for table in ("spans", "requests", "chunks", "placements", "outcomes", "chunk_texts", "texts"):
             ((n,),) = self.conn.execute(f"SELECT count(*) FROM {table}").fetchall()
             out[table] = int(n)
         return out
-
