@@ -143,7 +143,7 @@ class Store:
             by_trace: dict[str, dict[str, SpanRecord]] = {}
             if maybe_stored:
                 conn.register("_trace_ids", pa.table({"trace_id": maybe_stored}))
-                by_trace = self._stored_spans()
+                by_trace = self.stored_spans()
             for (trace_id, span_id), span in new_spans.items():
                 by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
             if new_spans:
@@ -177,7 +177,7 @@ class Store:
         conn.execute("BEGIN TRANSACTION")
         try:
             conn.register("_trace_ids", pa.table({"trace_id": list(trace_ids)}))
-            by_trace = self._stored_spans()
+            by_trace = self.stored_spans()
             stats.traces = len(by_trace)
             rows = Rows(hash_cache=self._hash_cache)
             self._derive(by_trace, True, rows, datetime.now(UTC), stats)
@@ -189,7 +189,7 @@ class Store:
             raise
         return stats
 
-    def _stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
+    def stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
         """Spans already stored for the traces in ``_trace_ids``, texts restored."""
         texts = dict(self.conn.execute(sqlfiles.query("texts_of_traces")).fetchall())
         out: dict[str, dict[str, SpanRecord]] = {}
