@@ -11,6 +11,7 @@ bytes so the very bytes received can be forwarded.
 from __future__ import annotations
 
 import logging
+import random
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -27,7 +28,13 @@ from schemas.otlp import PayloadError, parse_protobuf
 log = logging.getLogger(__name__)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
-RETRY_INFO = RetryInfo(retry_delay=Duration(seconds=1)).SerializeToString()
+
+
+def _retry_info() -> bytes:
+    # About a second, as OTLP/HTTP's Retry-After: 1, spread a little so the clients refused
+    # together do not all come back in the same instant.
+    delay = random.uniform(0.8, 1.2)
+    return RetryInfo(retry_delay=Duration(seconds=int(delay), nanos=int(delay % 1 * 1e9))).SerializeToString()
 
 
 def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
@@ -45,7 +52,7 @@ def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
             check = await intake.export(request, Batch(body, PROTOBUF))
         except QueueFull as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e),
-                                trailing_metadata=(("google.rpc.retryinfo-bin", RETRY_INFO),))
+                                trailing_metadata=(("google.rpc.retryinfo-bin", _retry_info()),))
         except Exception as e:  # the writer's error: nothing of this request was stored
             log.error("export not stored: %s", e)
             await context.abort(grpc.StatusCode.INTERNAL, f"spans not stored: {e}")
