@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import pyarrow as pa
-
 from collector.retention import check_trace_id
 from collector.store import Store
 from schemas.otlp import SpanRecord, records_to_request, request_to_json
@@ -22,12 +20,7 @@ from schemas.otlp import SpanRecord, records_to_request, request_to_json
 def export_lines(store: Store, trace_ids: Sequence[str]) -> Iterator[tuple[str, str | None]]:
     """``(trace_id, json_line)`` per requested trace; the line is None for an unknown trace."""
     wanted = [check_trace_id(t) for t in trace_ids]
-    conn = store.conn
-    conn.register("_trace_ids", pa.table({"trace_id": sorted(set(wanted))}))
-    try:
-        by_trace = store.stored_spans()
-    finally:
-        conn.unregister("_trace_ids")
+    by_trace = store.spans_of_traces(wanted)
     for trace_id in dict.fromkeys(wanted):
         spans = by_trace.get(trace_id)
         if not spans:

@@ -90,22 +90,21 @@ class SpanEncoder:
             h = self._hashes[text] = exact_hash(text)
         return h
 
-    def encode(self, spans: Sequence[SpanRecord],
-               received_at: datetime) -> tuple[pa.Table, dict[str, str]]:
-        """The rows for ``spans`` and the texts (hash -> text) not yet known to be stored."""
+    def encode(self, spans: Sequence[SpanRecord], received_at: datetime,
+               context: Mapping[str, Mapping[str, SpanRecord]] | None = None,
+               ) -> tuple[pa.Table, dict[str, str]]:
+        """The rows for ``spans`` and the texts (hash -> text) not yet known to be stored.
+
+        ``context`` holds every known span of each trace (stored and new): their large
+        strings are what a long string of the trace is cut into a skeleton by.
+        """
         texts: dict[str, str] = {}
         attributes: list[str] = []
-        refs_col: list[list[str] | None] = []
+        refs_col: list[list[str]] = []
         by_trace: dict[str, list[str]] = {}
         if self.keep_text:
-            for s in spans:
-                bucket = by_trace.setdefault(s.trace_id, [])
-                for value in s.attributes.values():
-                    if isinstance(value, str):
-                        if MIN_REF_CHARS <= len(value) < MIN_SKELETON_CHARS * 8:
-                            bucket.append(value)
-                    elif isinstance(value, list):
-                        bucket.extend(v for v in value if isinstance(v, str) and len(v) >= MIN_REF_CHARS)
+            for trace_id, members in (context or {}).items():
+                by_trace[trace_id] = _candidates(members.values())
         for s in spans:
             refs: list[str] = []
             candidates = by_trace.get(s.trace_id, ())
@@ -159,6 +158,19 @@ class SpanEncoder:
         if h not in self._stored:
             texts[h] = text
         return {REF: h}
+
+
+def _candidates(spans: Iterable[SpanRecord]) -> list[str]:
+    """Strings of a trace long enough to be referenced and short enough to sit in a prompt."""
+    out: list[str] = []
+    for s in spans:
+        for value in s.attributes.values():
+            if isinstance(value, str):
+                if MIN_REF_CHARS <= len(value) < MIN_SKELETON_CHARS * 8:
+                    out.append(value)
+            elif isinstance(value, list):
+                out.extend(v for v in value if isinstance(v, str) and len(v) >= MIN_REF_CHARS)
+    return out
 
 
 def _skeleton(text: str, candidates: Sequence[str]) -> list[str] | None:

@@ -147,7 +147,7 @@ class Store:
             for (trace_id, span_id), span in new_spans.items():
                 by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
             if new_spans:
-                _spans, texts = self.encoder.encode(list(new_spans.values()), received_at)
+                _spans, texts = self.encoder.encode(list(new_spans.values()), received_at, by_trace)
                 conn.execute(sqlfiles.query("insert_spans"))
                 if texts:
                     _texts = pa.table({"text_hash": list(texts), "text": list(texts.values())})
@@ -188,6 +188,14 @@ class Store:
             conn.execute("ROLLBACK")
             raise
         return stats
+
+    def spans_of_traces(self, trace_ids: Sequence[str]) -> dict[str, dict[str, SpanRecord]]:
+        """The stored spans of the given traces (texts restored), by trace and span id."""
+        self.conn.register("_trace_ids", pa.table({"trace_id": sorted(set(trace_ids))}))
+        try:
+            return self.stored_spans()
+        finally:
+            self.conn.unregister("_trace_ids")
 
     def stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
         """Spans already stored for the traces in ``_trace_ids``, texts restored."""
