@@ -75,6 +75,16 @@ class RedactedText(str):
         return self
 
 
+# Chunk and placement columns filled straight from the model's attribute of the same meaning.
+_CHUNK_ATTRS = (("chunk_id", "id"), ("stage", "stage"), ("drop_reason", "drop_reason"),
+                ("source_id", "source_id"), ("source_position", "source_position"),
+                ("retrieval_rank", "retrieval_rank"), ("retrieval_score", "retrieval_score"),
+                ("rerank_rank", "rerank_rank"), ("rerank_score", "rerank_score"),
+                ("label", "label"), ("authority", "authority"), ("updated", "updated"),
+                ("decisive", "decisive"), ("cited", "cited"))
+_PLACEMENT_ATTRS = ("chunk_id", "prompt_index", "token_start", "token_end", "char_start", "char_end")
+
+
 def _kept(text: str | None, keep_text: bool) -> str | None:
     return text if keep_text and not isinstance(text, RedactedText) else None
 
@@ -124,29 +134,37 @@ class Rows:
             warnings=list(req.warnings) or None,
         )
         _append(self.requests, values)
-        for ordinal, ch in enumerate(r.chunks):
-            text_hash = text_chars = None
-            if isinstance(ch.text, RedactedText):
-                text_hash, text_chars = ch.text.content_hash, ch.text.chars
-            elif ch.text:
-                text_hash, text_chars = self._content_hash(ch.text), len(ch.text)
-                if keep_text:
-                    self.texts.setdefault(text_hash, ch.text)
-            _append(self.chunks, dict(
-                request_id=request_id, chunk_id=ch.id, ordinal=ordinal, stage=ch.stage,
-                drop_reason=ch.drop_reason, source_id=ch.source_id,
-                source_position=ch.source_position, retrieval_rank=ch.retrieval_rank,
-                retrieval_score=ch.retrieval_score, rerank_rank=ch.rerank_rank,
-                rerank_score=ch.rerank_score, label=ch.label, authority=ch.authority,
-                updated=ch.updated, decisive=ch.decisive, cited=ch.cited, text_hash=text_hash,
-                text_chars=text_chars,
-            ))
-        for p in r.placements:
-            _append(self.placements, dict(
-                request_id=request_id, chunk_id=p.chunk_id, prompt_index=p.prompt_index,
-                token_start=p.token_start, token_end=p.token_end, char_start=p.char_start,
-                char_end=p.char_end,
-            ))
+        chunks = r.chunks
+        if chunks:
+            hashes: list[str | None] = []
+            chars: list[int | None] = []
+            for ch in chunks:
+                text = ch.text
+                if isinstance(text, RedactedText):
+                    hashes.append(text.content_hash)
+                    chars.append(text.chars)
+                elif text:
+                    h = self._content_hash(text)
+                    hashes.append(h)
+                    chars.append(len(text))
+                    if keep_text:
+                        self.texts.setdefault(h, text)
+                else:
+                    hashes.append(None)
+                    chars.append(None)
+            cols = self.chunks
+            cols["request_id"].extend([request_id] * len(chunks))
+            cols["ordinal"].extend(range(len(chunks)))
+            cols["text_hash"].extend(hashes)
+            cols["text_chars"].extend(chars)
+            for column, attr in _CHUNK_ATTRS:
+                cols[column].extend([getattr(ch, attr) for ch in chunks])
+        placements = r.placements
+        if placements:
+            cols = self.placements
+            cols["request_id"].extend([request_id] * len(placements))
+            for column in _PLACEMENT_ATTRS:
+                cols[column].extend([getattr(p, column) for p in placements])
 
     def add_outcome(self, outcome_id: int, trace_id: str, origin: str, o: Outcome,
                     received_at: datetime) -> None:

@@ -101,19 +101,35 @@ class SpanEncoder:
         texts: dict[str, str] = {}
         attributes: list[str] = []
         refs_col: list[list[str]] = []
-        by_trace: dict[str, list[str]] = {}
-        if self.keep_text:
-            for trace_id, members in (context or {}).items():
-                by_trace[trace_id] = _candidates(members.values())
+        candidates: dict[str, list[str]] = {}  # per trace, computed when first needed
+
+        def of_trace(trace_id: str) -> list[str]:
+            found = candidates.get(trace_id)
+            if found is None:
+                members = (context or {}).get(trace_id, {})
+                found = candidates[trace_id] = _candidates(members.values())
+            return found
+
+        keep = self.keep_text
         for s in spans:
             refs: list[str] = []
-            candidates = by_trace.get(s.trace_id, ())
             out: dict[str, Any] = {}
             for key, value in s.attributes.items():
-                if not self.keep_text and is_text_key(key):
+                kind = type(value)
+                if not keep and is_text_key(key):
                     out[key] = _redact(value)
+                elif kind is str:
+                    if len(value) < MIN_REF_CHARS:
+                        out[key] = value
+                    elif len(value) >= MIN_SKELETON_CHARS:
+                        out[key] = self._long(value, of_trace(s.trace_id), refs, texts)
+                    else:
+                        out[key] = self._ref(value, refs, texts)
+                elif kind is list and value and _has_long_string(value):
+                    out[key] = [self._ref(v, refs, texts) if type(v) is str and len(v) >= MIN_REF_CHARS
+                                else v for v in value]
                 else:
-                    out[key] = self._value(value, candidates, refs, texts)
+                    out[key] = value
             attributes.append(dumps(out))
             refs_col.append(sorted(set(refs)))
         table = pa.table({
@@ -135,19 +151,12 @@ class SpanEncoder:
             self._stored.clear()
         self._stored.update(hashes)
 
-    def _value(self, value: AttrValue, candidates: Sequence[str], refs: list[str],
-               texts: dict[str, str]) -> Any:
-        if isinstance(value, str):
-            if len(value) < MIN_REF_CHARS:
-                return value
-            if len(value) >= MIN_SKELETON_CHARS and candidates:
-                pieces = _skeleton(value, candidates)
-                if pieces is not None:
-                    return {SKELETON: [self._piece(p, refs, texts) for p in pieces]}
+    def _long(self, value: str, candidates: Sequence[str], refs: list[str],
+              texts: dict[str, str]) -> Any:
+        pieces = _skeleton(value, candidates) if candidates else None
+        if pieces is None:
             return self._ref(value, refs, texts)
-        if isinstance(value, list):
-            return [self._value(v, (), refs, texts) if isinstance(v, str) else v for v in value]
-        return value
+        return {SKELETON: [self._piece(p, refs, texts) for p in pieces]}
 
     def _piece(self, piece: str, refs: list[str], texts: dict[str, str]) -> Any:
         return piece if len(piece) < MIN_REF_CHARS else self._ref(piece, refs, texts)
@@ -158,6 +167,20 @@ class SpanEncoder:
         if h not in self._stored:
             texts[h] = text
         return {REF: h}
+
+
+def _has_long_string(values: list[Any]) -> bool:
+    """Whether an attribute array holds a string worth a reference (arrays are homogeneous)."""
+    if type(values[0]) is not str:
+        if values[0] is not None:
+            return False
+        values = [v for v in values if v is not None]
+        if not values or type(values[0]) is not str:
+            return False
+    try:
+        return max(map(len, values)) >= MIN_REF_CHARS
+    except TypeError:  # a None among the strings
+        return max(len(v) for v in values if v is not None) >= MIN_REF_CHARS
 
 
 def _candidates(spans: Iterable[SpanRecord]) -> list[str]:

@@ -13,10 +13,15 @@ import re
 import unicodedata
 
 _WHITESPACE = re.compile(r"\s+")
+# Whitespace that normalising would change: anything but a single space between words.
+_UNUSUAL_SPACE = re.compile(r"[^\S ]| {2}")
 
 
 def normalize_text(text: str) -> str:
     """NFC-normalise and collapse whitespace: the form that is hashed."""
+    if (text.isascii() and _UNUSUAL_SPACE.search(text) is None
+            and not text.startswith(" ") and not text.endswith(" ")):
+        return text  # already normal: ASCII is NFC, and there is nothing to collapse
     return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
 
 

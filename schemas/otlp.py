@@ -41,6 +41,12 @@ class SpanRecord:
     scope: str | None = None
     status_code: int = 0
     dropped_attributes_count: int = 0
+    # midtrace's attributes as decoded (and so checked) at receipt, kept so the normalizer
+    # does not decode them a second time; set with ``remember_record``.
+    record: Any = field(default=None, compare=False, repr=False)
+
+    def remember_record(self, record: Any) -> None:
+        object.__setattr__(self, "record", record)
 
     @property
     def service(self) -> str | None:
