@@ -70,7 +70,7 @@ def prune(store: Store, older_than: timedelta | None = None, trace_ids: Sequence
     except Exception:
         conn.execute("ROLLBACK")
         raise
-    store.encoder.forget()
+    store.forget_texts()
     after = store.counts()
     report.spans = before["spans"] - after["spans"]
     report.requests = before["requests"] - after["requests"]

@@ -110,6 +110,7 @@ class Store:
         self.encoder = SpanEncoder(keep_text)
         self.known = KnownTraces(conn.execute(sqlfiles.query("trace_keys")).fetchnumpy()["k"])
         self._hash_cache: dict[str, str] = {}
+        self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
 
     @classmethod
     def open(cls, path: str | Path, keep_text: bool = True) -> Store:
@@ -147,11 +148,11 @@ class Store:
             for (trace_id, span_id), span in new_spans.items():
                 by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
             if new_spans:
-                _spans, texts = self.encoder.encode(list(new_spans.values()), received_at, by_trace)
-                conn.execute(sqlfiles.query("insert_spans"))
+                span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, by_trace)
+                self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
                 if texts:
-                    _texts = pa.table({"text_hash": list(texts), "text": list(texts.values())})
-                    conn.execute(sqlfiles.query("insert_texts"))
+                    self._insert("_texts", pa.table({"text_hash": list(texts), "text": list(texts.values())}),
+                                 sqlfiles.query("insert_texts"))
             stats.traces = len(by_trace)
             rows = Rows(hash_cache=self._hash_cache)
             if by_trace:
@@ -161,6 +162,7 @@ class Store:
             for o in api_outcomes:
                 assert o.trace_id is not None
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
+            chunk_texts = self._new_chunk_texts(rows)
             self._append(rows)
             conn.execute("COMMIT")
         except Exception:
@@ -168,7 +170,21 @@ class Store:
             raise
         self.known.add(trace_ids)
         self.encoder.committed(texts)
+        self._chunk_texts_stored.update(chunk_texts)
         return stats
+
+    def forget_texts(self) -> None:
+        """Forget which texts are stored (after texts were deleted)."""
+        self.encoder.forget()
+        self._chunk_texts_stored.clear()
+
+    def _new_chunk_texts(self, rows: Rows) -> list[str]:
+        """Leave out of ``rows`` the chunk texts an earlier commit stored; returns the rest."""
+        if len(self._chunk_texts_stored) >= 200_000:
+            self._chunk_texts_stored.clear()
+        known = self._chunk_texts_stored
+        rows.texts = {h: t for h, t in rows.texts.items() if h not in known}
+        return list(rows.texts)
 
     def rederive(self, trace_ids: Sequence[str]) -> WriteStats:
         """Normalize the given stored traces again and replace their derived rows."""
@@ -245,16 +261,21 @@ class Store:
         self._next_outcome_id += 1
         return oid
 
+    def _insert(self, name: str, data: pa.Table, sql: str) -> None:
+        self.conn.register(name, data)
+        try:
+            self.conn.execute(sql)
+        finally:
+            self.conn.unregister(name)
+
     def _append(self, rows: Rows) -> None:
         for table, data in rows.tables().items():
             if data.num_rows == 0:
                 continue
-            self.conn.register("_rows", data)
             if table == "chunk_texts":
-                self.conn.execute("INSERT OR IGNORE INTO chunk_texts SELECT * FROM _rows")
+                self._insert("_rows", data, "INSERT OR IGNORE INTO chunk_texts SELECT * FROM _rows")
             else:
-                self.conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
-            self.conn.unregister("_rows")
+                self._insert("_rows", data, f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
 
     def counts(self) -> dict[str, int]:
         out = {}

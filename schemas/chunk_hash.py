@@ -9,20 +9,16 @@ the OpenInference normalizer and outcomes all use this one function.
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 
-_WHITESPACE = re.compile(r"\s+")
-# Whitespace that normalising would change: anything but a single space between words.
-_UNUSUAL_SPACE = re.compile(r"[^\S ]| {2}")
-
-
 def normalize_text(text: str) -> str:
-    """NFC-normalise and collapse whitespace: the form that is hashed."""
-    if (text.isascii() and _UNUSUAL_SPACE.search(text) is None
-            and not text.startswith(" ") and not text.endswith(" ")):
-        return text  # already normal: ASCII is NFC, and there is nothing to collapse
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    """NFC-normalise and collapse whitespace: the form that is hashed.
+
+    ``str.split()`` splits on runs of exactly the characters ``\\s`` matches in a str
+    pattern (Unicode whitespace) and drops them at the ends, so this equals
+    ``re.sub(r"\\s+", " ", text).strip()``, without a regular expression's cost.
+    """
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def content_hash(text: str) -> str:
