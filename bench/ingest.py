@@ -327,7 +327,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--run", choices=["own", "openinference", "both"], default="both")
-    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--queue-size", type=int, default=256)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", choices=["own", "openinference"])

@@ -42,7 +42,7 @@ REF, SKELETON, REDACTED = "$ref", "$skel", "$redacted"
 
 # Attributes that carry user or document text: never stored with --no-text.
 TEXT_KEYS = frozenset({
-    c.QUESTION, c.ANSWER, c.CHUNK_TEXTS, c.OUTCOME_NOTE,
+    c.QUESTION, c.ANSWER, c.CHUNK_TEXTS,
     "input.value", "output.value", "llm.prompts", "llm.prompt_template.variables",
     "gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
     "gen_ai.system_instructions",
