@@ -247,10 +247,24 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
-             workdir: Path) -> dict[str, Any]:
-    started = time.perf_counter()
+def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[list[bytes], int]:
+    """The encoded batches, from ``cache`` when a previous run left them there."""
+    path = cache / f"{run}-{n}-{seed}.pkl" if cache else None
+    if path is not None and path.exists():
+        with open(path, "rb") as f:
+            return pickle.load(f)  # type: ignore[no-any-return]
     batches, n_spans = build_batches(run, n, seed)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            pickle.dump((batches, n_spans), f)
+    return batches, n_spans
+
+
+def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
+             workdir: Path, cache: Path | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
           f"{sum(map(len, batches)) / 1e6:.0f} MB in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
@@ -331,15 +345,17 @@ def main() -> None:
     parser.add_argument("--queue-size", type=int, default=256)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", choices=["own", "openinference"])
+    parser.add_argument("--cache", type=Path, help="keep the encoded batches here between runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
         if args.profile:
             profile(args.profile, args.requests, args.seed, Path(tmp))
             return
         runs = ["own", "openinference"] if args.run == "both" else [args.run]
-        results = [run_once(r, args.requests, args.connections, args.queue_size, args.seed, Path(tmp))
-                   for r in runs]
-    print(f"\nmachine: {os.cpu_count()} cores (shared with other work while measuring)\n")
+        results = [run_once(r, args.requests, args.connections, args.queue_size, args.seed,
+                            Path(tmp), args.cache) for r in runs]
+    print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
+          f"{args.connections} connections, queue size {args.queue_size}\n")
     print("| run | requests | spans | s | requests/s | spans/s | decode µs/req | normalize µs/req "
           "| peak RSS MB | DB bytes/req | 503 retries | request rows |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

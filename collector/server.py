@@ -39,7 +39,8 @@ from collector.writer import QueueFull, Writer
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "1"
-INVALID_ARGUMENT = 3  # google.rpc.Code
+# google.rpc.Code of the Status body for each HTTP status this server answers with.
+RPC_CODE = {400: 3, 413: 8, 415: 3, 500: 13, 503: 14}  # INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ def _otlp_response(kind: str, message: Any, status: int = 200,
 
 
 def _status(kind: str, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return _otlp_response(kind, status_pb2.Status(code=INVALID_ARGUMENT, message=message), code,
-                          headers)
+    return _otlp_response(kind, status_pb2.Status(code=RPC_CODE.get(code, 3), message=message),
+                          code, headers)
 
 
 def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | None = None) -> Starlette:
