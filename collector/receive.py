@@ -96,7 +96,7 @@ def check_spans(spans: ExportTraceServiceRequest | SpanPairs) -> SpanCheck:
             continue
         if has_midtrace_attributes(span.attributes):
             try:
-                decode_record(span.attributes)
+                span.remember_record(decode_record(span.attributes))
             except InvalidAttributes as e:
                 check.rejected.append(f"span {span.span_id} of trace {span.trace_id}: {e}")
                 continue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +13,6 @@ import pyarrow as pa
 
 from schemas.chunk_hash import content_hash
 from schemas.model import Outcome, RagRequest
-from schemas.otlp import SpanRecord
 
 REQUESTS = pa.schema([
     ("request_id", pa.int64()), ("trace_id", pa.string()), ("time", pa.timestamp("us", tz="UTC")),
@@ -60,6 +58,37 @@ SPANS = pa.schema([
 ])
 
 
+class RedactedText(str):
+    """A text that ``--no-text`` kept only as its content hash and length.
+
+    It is a string (so decoders that expect one keep working) saying what it stands for;
+    the rows take ``content_hash`` and ``chars`` from it and never store it as text.
+    """
+
+    content_hash: str
+    chars: int
+
+    def __new__(cls, content_hash: str, chars: int) -> RedactedText:
+        self = super().__new__(cls, f"[redacted: {chars} characters]")
+        self.content_hash = content_hash
+        self.chars = chars
+        return self
+
+
+# Chunk and placement columns filled straight from the model's attribute of the same meaning.
+_CHUNK_ATTRS = (("chunk_id", "id"), ("stage", "stage"), ("drop_reason", "drop_reason"),
+                ("source_id", "source_id"), ("source_position", "source_position"),
+                ("retrieval_rank", "retrieval_rank"), ("retrieval_score", "retrieval_score"),
+                ("rerank_rank", "rerank_rank"), ("rerank_score", "rerank_score"),
+                ("label", "label"), ("authority", "authority"), ("updated", "updated"),
+                ("decisive", "decisive"), ("cited", "cited"))
+_PLACEMENT_ATTRS = ("chunk_id", "prompt_index", "token_start", "token_end", "char_start", "char_end")
+
+
+def _kept(text: str | None, keep_text: bool) -> str | None:
+    return text if keep_text and not isinstance(text, RedactedText) else None
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"bytes_base64": base64.b64encode(value).decode("ascii")}
@@ -79,6 +108,15 @@ class Rows:
     placements: dict[str, list[Any]] = field(default_factory=lambda: _empty(PLACEMENTS))
     texts: dict[str, str] = field(default_factory=dict)
     outcomes: dict[str, list[Any]] = field(default_factory=lambda: _empty(OUTCOMES))
+    hash_cache: dict[str, str] = field(default_factory=dict)
+
+    def _content_hash(self, text: str) -> str:
+        h = self.hash_cache.get(text)
+        if h is None:
+            if len(self.hash_cache) >= 200_000:
+                self.hash_cache.clear()
+            h = self.hash_cache[text] = content_hash(text)
+        return h
 
     def add_request(self, request_id: int, req: RagRequest, keep_text: bool = True) -> None:
         r = req.record
@@ -86,8 +124,8 @@ class Rows:
             request_id=request_id, trace_id=req.trace_id, time=req.time, service=req.service,
             model=r.model, template_id=r.template_id, template_version=r.template_version,
             strategy=r.strategy, experiment_id=r.experiment_id, condition=r.condition,
-            case_id=r.case_id, question=r.question if keep_text else None,
-            answer=r.answer if keep_text else None, confidence=r.confidence,
+            case_id=r.case_id, question=_kept(r.question, keep_text),
+            answer=_kept(r.answer, keep_text), confidence=r.confidence,
             answer_constraints=_list(r.answer_constraints), cited_ids=_list(r.cited_ids),
             unresolved_conflicts=_list(r.unresolved_conflicts), prompt_tokens=r.prompt_tokens,
             prompt_chars=r.prompt_chars, evidence_tokens=r.evidence_tokens,
@@ -96,25 +134,37 @@ class Rows:
             warnings=list(req.warnings) or None,
         )
         _append(self.requests, values)
-        for ordinal, ch in enumerate(r.chunks):
-            text_hash = content_hash(ch.text) if ch.text else None
-            if text_hash is not None and keep_text:
-                self.texts.setdefault(text_hash, ch.text)  # type: ignore[arg-type]
-            _append(self.chunks, dict(
-                request_id=request_id, chunk_id=ch.id, ordinal=ordinal, stage=ch.stage,
-                drop_reason=ch.drop_reason, source_id=ch.source_id,
-                source_position=ch.source_position, retrieval_rank=ch.retrieval_rank,
-                retrieval_score=ch.retrieval_score, rerank_rank=ch.rerank_rank,
-                rerank_score=ch.rerank_score, label=ch.label, authority=ch.authority,
-                updated=ch.updated, decisive=ch.decisive, cited=ch.cited, text_hash=text_hash,
-                text_chars=len(ch.text) if ch.text else None,
-            ))
-        for p in r.placements:
-            _append(self.placements, dict(
-                request_id=request_id, chunk_id=p.chunk_id, prompt_index=p.prompt_index,
-                token_start=p.token_start, token_end=p.token_end, char_start=p.char_start,
-                char_end=p.char_end,
-            ))
+        chunks = r.chunks
+        if chunks:
+            hashes: list[str | None] = []
+            chars: list[int | None] = []
+            for ch in chunks:
+                text = ch.text
+                if isinstance(text, RedactedText):
+                    hashes.append(text.content_hash)
+                    chars.append(text.chars)
+                elif text:
+                    h = self._content_hash(text)
+                    hashes.append(h)
+                    chars.append(len(text))
+                    if keep_text:
+                        self.texts.setdefault(h, text)
+                else:
+                    hashes.append(None)
+                    chars.append(None)
+            cols = self.chunks
+            cols["request_id"].extend([request_id] * len(chunks))
+            cols["ordinal"].extend(range(len(chunks)))
+            cols["text_hash"].extend(hashes)
+            cols["text_chars"].extend(chars)
+            for column, attr in _CHUNK_ATTRS:
+                cols[column].extend([getattr(ch, attr) for ch in chunks])
+        placements = r.placements
+        if placements:
+            cols = self.placements
+            cols["request_id"].extend([request_id] * len(placements))
+            for column in _PLACEMENT_ATTRS:
+                cols[column].extend([getattr(p, column) for p in placements])
 
     def add_outcome(self, outcome_id: int, trace_id: str, origin: str, o: Outcome,
                     received_at: datetime) -> None:
@@ -135,29 +185,6 @@ class Rows:
                                     schema=TEXTS),
             "outcomes": pa.table(self.outcomes, schema=OUTCOMES),
         }
-
-
-def span_table(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Table:
-    return pa.table({
-        "trace_id": [s.trace_id for s in spans], "span_id": [s.span_id for s in spans],
-        "parent_span_id": [s.parent_span_id for s in spans], "name": [s.name for s in spans],
-        "kind": [s.kind for s in spans], "start_ns": [s.start_ns for s in spans],
-        "end_ns": [s.end_ns for s in spans], "service": [s.service for s in spans],
-        "scope": [s.scope for s in spans], "status_code": [s.status_code for s in spans],
-        "dropped_attributes_count": [s.dropped_attributes_count for s in spans],
-        "attributes": [dumps(s.attributes) for s in spans],
-        "resource": [dumps(s.resource) for s in spans],
-        "received_at": [received_at] * len(spans),
-    }, schema=SPANS)
-
-
-def span_from_row(row: tuple[Any, ...]) -> SpanRecord:
-    (trace_id, span_id, parent, name, kind, start_ns, end_ns, _service, scope, status,
-     dropped, attributes, resource) = row
-    return SpanRecord(trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
-                      kind=kind, start_ns=start_ns, end_ns=end_ns,
-                      attributes=json.loads(attributes), resource=json.loads(resource),
-                      scope=scope, status_code=status, dropped_attributes_count=dropped)
 
 
 def _empty(schema: pa.Schema) -> dict[str, list[Any]]:

@@ -10,30 +10,38 @@ type; 503 with ``Retry-After`` when the writer's queue is full ("the client SHOU
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import socket
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from collector.api import query_routes
+from collector.auth import BearerToken
+from collector.forward import Batch, Forwarder
+from collector.intake import Intake
 from collector.receive import (
-    JSON, PROTOBUF, BadInput, check_spans, decompress, media_type, parse_outcomes, parse_traces)
+    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
 from collector.store import Store, WriteJob
 from collector.writer import QueueFull, Writer
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "1"
-INVALID_ARGUMENT = 3  # google.rpc.Code
+# google.rpc.Code of the Status body for each HTTP status this server answers with.
+RPC_CODE = {400: 3, 413: 8, 415: 3, 500: 13, 503: 14}  # INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,12 @@ class CollectorSettings:
     http_port: int = 4318
     max_body_bytes: int = 64 * 1024 * 1024
     queue_size: int = 256
+    grpc_port: int = 4317
+    token: str | None = None
+    keep_text: bool = True
+    forward: tuple[str, ...] = ()
+    forward_headers: dict[str, str] = field(default_factory=dict)
+    forward_queue: int = 1000
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -69,11 +83,13 @@ def _otlp_response(kind: str, message: Any, status: int = 200,
 
 
 def _status(kind: str, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return _otlp_response(kind, status_pb2.Status(code=INVALID_ARGUMENT, message=message), code,
-                          headers)
+    return _otlp_response(kind, status_pb2.Status(code=RPC_CODE.get(code, 3), message=message),
+                          code, headers)
 
 
-def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
+def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | None = None) -> Starlette:
+    intake = intake or Intake(writer)
+
     async def traces(request: Request) -> Response:
         kind = media_type(request.headers.get("content-type"))
         answer_kind = JSON if kind == JSON else PROTOBUF
@@ -84,17 +100,15 @@ def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
         except BadInput as e:
             log.info("refused export: %s", e.message)
             return _status(answer_kind, e.status, e.message)
-        check = check_spans(spans)
-        if check.accepted:
-            try:
-                fut = writer.submit(WriteJob(spans=check.accepted))
-            except QueueFull as e:
-                return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
-            try:
-                await asyncio.wrap_future(fut)
-            except Exception as e:
-                log.error("export not stored: %s", e)
-                return _status(answer_kind, 500, f"spans not stored: {e}")
+        batch = Batch(raw, request.headers.get("content-type") or PROTOBUF,
+                      request.headers.get("content-encoding"))
+        try:
+            check = await intake.export(spans, batch)
+        except QueueFull as e:
+            return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
+        except Exception as e:
+            log.error("export not stored: %s", e)
+            return _status(answer_kind, 500, f"spans not stored: {e}")
         response = ExportTraceServiceResponse()
         if check.rejected:
             response.partial_success.rejected_spans = len(check.rejected)
@@ -127,6 +141,9 @@ def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
             "status": "ready", "queue_depth": writer.depth, "queue_capacity": writer.capacity,
             "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
+            "text": "stored" if settings.keep_text else "not stored (--no-text)",
+            "token_required": settings.token is not None,
+            **intake.health(),
         })
 
     routes = [
@@ -135,7 +152,8 @@ def create_app(writer: Writer, settings: CollectorSettings) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         *query_routes(writer.store.conn),
     ]
-    app = Starlette(routes=routes)
+    middleware = [Middleware(BearerToken, token=settings.token)] if settings.token else []
+    app = Starlette(routes=routes, middleware=middleware)
     app.state.writer = writer
     app.state.settings = settings
     return app
@@ -161,22 +179,50 @@ def base_url(sock: socket.socket) -> str:
 
 
 def run(settings: CollectorSettings) -> None:
-    """Serve until SIGINT/SIGTERM, then commit what is queued and close the database."""
-    import uvicorn
-
-    store = Store.open(settings.db)
+    """Serve OTLP/HTTP and OTLP/gRPC until SIGINT/SIGTERM, then commit what is queued,
+    give forward targets a moment to drain, and close the database."""
+    store = Store.open(settings.db, keep_text=settings.keep_text)
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
     store.conn.execute("SET enable_external_access = false")
     writer = Writer(store, max_queue=settings.queue_size).start()
+    forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
+                  for url in settings.forward]
+    intake = Intake(writer, forwarders)
     try:
         sock = bind(settings.host, settings.http_port)
-        app = create_app(writer, settings)
-        url = base_url(sock)
-        print(f"midtrace collector listening on {url} (OTLP/HTTP {url}/v1/traces, "
-              f"outcomes {url}/v1/outcomes) db={settings.db}", flush=True)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-        uvicorn.Server(config).run(sockets=[sock])
+        app = create_app(writer, settings, intake)
+        asyncio.run(_serve(app, sock, intake, settings))
     finally:
+        for f in forwarders:
+            f.close()
         writer.close()
         print("midtrace collector stopped", file=sys.stderr, flush=True)
+
+
+async def _serve(app: Starlette, sock: socket.socket, intake: Intake,
+                 settings: CollectorSettings) -> None:
+    import uvicorn
+
+    from collector.grpc_server import start_grpc
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises the signal after serving, which would kill the process
+            # before the writer commits what is queued; stop cleanly instead.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, self.handle_exit)
+            yield
+
+    grpc_server, grpc_address = await start_grpc(intake, settings.host, settings.grpc_port,
+                                                 settings.max_body_bytes, settings.token)
+    url = base_url(sock)
+    print(f"midtrace collector listening on {url} (OTLP/HTTP {url}/v1/traces, "
+          f"outcomes {url}/v1/outcomes) db={settings.db}", flush=True)
+    print(f"midtrace collector OTLP/gRPC on {grpc_address}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    try:
+        await Server(config).serve(sockets=[sock])
+    finally:
+        await grpc_server.stop(grace=5)

@@ -20,7 +20,9 @@ import duckdb
 import pyarrow as pa
 
 from collector.normalize import normalize_trace
-from collector.rows import Rows, span_from_row, span_table
+from collector.known import KnownTraces
+from collector.rows import Rows
+from collector.spanstore import SpanEncoder, span_from_row
 from schemas import sqlfiles
 from schemas.model import Outcome, RagRequest
 from schemas.otlp import SpanRecord
@@ -198,6 +200,10 @@ class Store:
         migrate(conn)
         self._next_request_id = self._max("requests", "request_id") + 1
         self._next_outcome_id = self._max("outcomes", "outcome_id") + 1
+        self.encoder = SpanEncoder(keep_text)
+        self.known = KnownTraces(conn.execute(sqlfiles.query("trace_keys")).fetchnumpy()["k"])
+        self._hash_cache: dict[str, str] = {}
+        self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
 
     @classmethod
     def open(cls, path: str | Path, keep_text: bool = True) -> Store:
@@ -218,30 +224,73 @@ class Store:
         api_outcomes: list[Outcome] = []
         for job in jobs:
             for s in job.spans:
-                new_spans[(s.trace_id, s.span_id)] = s
+                new_spans.setdefault((s.trace_id, s.span_id), s)
             api_outcomes.extend(job.outcomes)
         stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
+        trace_ids = {t for t, _ in new_spans}
+        # Only traces that may have stored spans are read back; the rest are new.
+        maybe_stored = sorted(t for t in trace_ids if self.known.may_contain(t))
         conn = self.conn
+        texts: dict[str, str] = {}
         conn.execute("BEGIN TRANSACTION")
         try:
-            trace_ids = sorted({t for t, _ in new_spans})
-            if trace_ids:
-                conn.register("_trace_ids", pa.table({"trace_id": trace_ids}))
-            by_trace = self._stored_spans() if trace_ids else {}
+            by_trace: dict[str, dict[str, SpanRecord]] = {}
+            if maybe_stored:
+                conn.register("_trace_ids", pa.table({"trace_id": maybe_stored}))
+                by_trace = self.stored_spans()
             for (trace_id, span_id), span in new_spans.items():
-                by_trace.setdefault(trace_id, {})[span_id] = span
+                by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
             if new_spans:
-                conn.register("_new_spans", span_table(list(new_spans.values()), received_at))
-                conn.execute(sqlfiles.query("insert_spans"))
-                conn.unregister("_new_spans")
+                span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, by_trace)
+                self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
+                if texts:
+                    self._insert("_texts", pa.table({"text_hash": list(texts), "text": list(texts.values())}),
+                                 sqlfiles.query("insert_texts"))
             stats.traces = len(by_trace)
-            rows = Rows()
-            if trace_ids:
-                self._derive(by_trace, rows, received_at, stats)
+            rows = Rows(hash_cache=self._hash_cache)
+            if by_trace:
+                self._derive(by_trace, bool(maybe_stored), rows, received_at, stats)
+            if maybe_stored:
                 conn.unregister("_trace_ids")
             for o in api_outcomes:
                 assert o.trace_id is not None
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
+            chunk_texts = self._new_chunk_texts(rows)
+            self._append(rows)
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+        self.known.add(trace_ids)
+        self.encoder.committed(texts)
+        self._chunk_texts_stored.update(chunk_texts)
+        return stats
+
+    def forget_texts(self) -> None:
+        """Forget which texts are stored (after texts were deleted)."""
+        self.encoder.forget()
+        self._chunk_texts_stored.clear()
+
+    def _new_chunk_texts(self, rows: Rows) -> list[str]:
+        """Leave out of ``rows`` the chunk texts an earlier commit stored; returns the rest."""
+        if len(self._chunk_texts_stored) >= 200_000:
+            self._chunk_texts_stored.clear()
+        known = self._chunk_texts_stored
+        rows.texts = {h: t for h, t in rows.texts.items() if h not in known}
+        return list(rows.texts)
+
+    def rederive(self, trace_ids: Sequence[str]) -> WriteStats:
+        """Normalize the given stored traces again and replace their derived rows."""
+        stats = WriteStats()
+        conn = self.conn
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.register("_trace_ids", pa.table({"trace_id": list(trace_ids)}))
+            by_trace = self.stored_spans()
+            stats.traces = len(by_trace)
+            rows = Rows(hash_cache=self._hash_cache)
+            self._derive(by_trace, True, rows, datetime.now(UTC), stats)
+            conn.unregister("_trace_ids")
             self._append(rows)
             refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
                                                     if o.trace_id is not None})
@@ -251,21 +300,35 @@ class Store:
             raise
         return stats
 
-    def _stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
-        """Spans already stored for the traces in ``_trace_ids``."""
+    def spans_of_traces(self, trace_ids: Sequence[str]) -> dict[str, dict[str, SpanRecord]]:
+        """The stored spans of the given traces (texts restored), by trace and span id."""
+        self.conn.register("_trace_ids", pa.table({"trace_id": sorted(set(trace_ids))}))
+        try:
+            return self.stored_spans()
+        finally:
+            self.conn.unregister("_trace_ids")
+
+    def stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
+        """Spans already stored for the traces in ``_trace_ids``, texts restored."""
+        texts = dict(self.conn.execute(sqlfiles.query("texts_of_traces")).fetchall())
         out: dict[str, dict[str, SpanRecord]] = {}
         for row in self.conn.execute(sqlfiles.query("spans_of_traces")).fetchall():
-            span = span_from_row(row)
+            span = span_from_row(row, texts)
             out.setdefault(span.trace_id, {})[span.span_id] = span
         return out
 
-    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], rows: Rows,
+    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], any_stored: bool, rows: Rows,
                 received_at: datetime, stats: WriteStats) -> None:
-        """Normalize each trace in ``_trace_ids`` again and replace its derived rows."""
+        """Normalize each trace and replace the derived rows of those in ``_trace_ids``."""
         conn = self.conn
-        existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
-        if existing:  # a trace with no request row yet has no derived rows to replace
-            conn.execute(sqlfiles.query("delete_derived"))
+        existing: dict[str, int] = {}
+        prior_outcomes: dict[str, tuple[int, datetime]] = {}
+        if any_stored:
+            existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
+            prior_outcomes = {t: (oid, at) for t, oid, at in
+                              conn.execute(sqlfiles.query("span_outcome_ids")).fetchall()}
+            if existing or prior_outcomes:
+                conn.execute(sqlfiles.query("delete_derived"))
         for trace_id, spans in by_trace.items():
             ordered = sorted(spans.values(), key=lambda s: (s.start_ns, s.span_id))
             try:
@@ -282,33 +345,36 @@ class Store:
                 self._next_request_id += 1
             rows.add_request(request_id, request, keep_text=self.keep_text)
             stats.requests += 1
-            self._span_outcome(request, rows, received_at)
-
-    def _span_outcome(self, request: RagRequest, rows: Rows, received_at: datetime) -> None:
-        if request.record.outcome is not None:
-            rows.add_outcome(self._take_outcome_id(), request.trace_id, "span",
-                             request.record.outcome, received_at)
+            if request.record.outcome is not None:
+                # A re-normalized trace keeps its outcome's id and arrival time: rebuilding
+                # twice gives the same rows.
+                oid, at = prior_outcomes.get(trace_id) or (self._take_outcome_id(), received_at)
+                rows.add_outcome(oid, request.trace_id, "span", request.record.outcome, at)
 
     def _take_outcome_id(self) -> int:
         oid = self._next_outcome_id
         self._next_outcome_id += 1
         return oid
 
+    def _insert(self, name: str, data: pa.Table, sql: str) -> None:
+        self.conn.register(name, data)
+        try:
+            self.conn.execute(sql)
+        finally:
+            self.conn.unregister(name)
+
     def _append(self, rows: Rows) -> None:
         for table, data in rows.tables().items():
             if data.num_rows == 0:
                 continue
-            self.conn.register("_rows", data)
             if table == "chunk_texts":
-                self.conn.execute("INSERT OR IGNORE INTO chunk_texts SELECT * FROM _rows")
+                self._insert("_rows", data, "INSERT OR IGNORE INTO chunk_texts SELECT * FROM _rows")
             else:
-                self.conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
-            self.conn.unregister("_rows")
+                self._insert("_rows", data, f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
 
     def counts(self) -> dict[str, int]:
         out = {}
-        for table in ("spans", "requests", "chunks", "placements", "outcomes", "chunk_texts"):
+        for table in ("spans", "requests", "chunks", "placements", "outcomes", "chunk_texts", "texts"):
             ((n,),) = self.conn.execute(f"SELECT count(*) FROM {table}").fetchall()
             out[table] = int(n)
         return out
-

@@ -9,15 +9,16 @@ the OpenInference normalizer and outcomes all use this one function.
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 
-_WHITESPACE = re.compile(r"\s+")
-
-
 def normalize_text(text: str) -> str:
-    """NFC-normalise and collapse whitespace: the form that is hashed."""
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    """NFC-normalise and collapse whitespace: the form that is hashed.
+
+    ``str.split()`` splits on runs of exactly the characters ``\\s`` matches in a str
+    pattern (Unicode whitespace) and drops them at the ends, so this equals
+    ``re.sub(r"\\s+", " ", text).strip()``, without a regular expression's cost.
+    """
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def content_hash(text: str) -> str:

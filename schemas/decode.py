@@ -57,6 +57,14 @@ def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
     if not isinstance(value, list):
         raise InvalidAttributes(f"{key} must be {kind}, got {_type_name(value)} {_short(value)}")
     item = kind[:-2]
+    types = set(map(type, value))
+    types.discard(type(None))
+    if types <= _FAST[item]:
+        if item == "string":
+            return [v or None for v in value]
+        if item == "double":
+            return [None if v is None or v != v else float(v) for v in value]
+        return list(value)
     out: list[Any] = []
     for i, v in enumerate(value):
         if v is None:
@@ -73,6 +81,10 @@ def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
             raise InvalidAttributes(
                 f"{key}[{i}] must be {item}, got {_type_name(v)} {_short(v)}")
     return out
+
+
+# Element types that need no per-element check (bool is not an int here: type() is exact).
+_FAST: dict[str, set[type]] = {"string": {str}, "boolean": {bool}, "int": {int}, "double": {float, int}}
 
 
 def _type_name(v: Any) -> str:
@@ -344,7 +356,8 @@ def decode_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
                  key=lambda s: (s.end_ns, s.span_id))
     if not own:
         return None
-    record = _merge_records([decode_record(s.attributes) for s in own])
+    record = _merge_records([s.record if s.record is not None else decode_record(s.attributes)
+                             for s in own])
     record, estimated = estimate_tokens(record)
     if record.model is None:
         record = _with_model_fallback(record, spans)

@@ -41,6 +41,12 @@ class SpanRecord:
     scope: str | None = None
     status_code: int = 0
     dropped_attributes_count: int = 0
+    # midtrace's attributes as decoded (and so checked) at receipt, kept so the normalizer
+    # does not decode them a second time; set with ``remember_record``.
+    record: Any = field(default=None, compare=False, repr=False)
+
+    def remember_record(self, record: Any) -> None:
+        object.__setattr__(self, "record", record)
 
     @property
     def service(self) -> str | None:
@@ -345,3 +351,63 @@ def encode_sdk_spans(spans: Sequence[Any]) -> ExportTraceServiceRequest:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     return encode_spans(spans)
+
+
+def _set_any(target: AnyValue, value: AttrValue) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int):
+        target.int_value = value
+    elif isinstance(value, float):
+        target.double_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, bytes):
+        target.bytes_value = value
+    elif isinstance(value, list):
+        array = target.array_value
+        array.SetInParent()
+        for item in value:
+            _set_any(array.values.add(), item)
+    elif isinstance(value, dict):
+        if set(value) == {"bytes_base64"}:  # how the store keeps a bytes value in JSON
+            target.bytes_value = base64.b64decode(value["bytes_base64"])
+            return
+        kvlist = target.kvlist_value
+        kvlist.SetInParent()
+        for k, v in value.items():
+            kv = kvlist.values.add(key=k)
+            _set_any(kv.value, v)
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__} as an OTLP AnyValue")
+
+
+def records_to_request(spans: Sequence[SpanRecord]) -> ExportTraceServiceRequest:
+    """Span records back into one ExportTraceServiceRequest, grouped by resource and scope."""
+    request = ExportTraceServiceRequest()
+    groups: dict[str, tuple[dict[str, AttrValue], dict[str | None, list[SpanRecord]]]] = {}
+    for s in spans:
+        key = json.dumps(s.resource, sort_keys=True, default=repr)
+        groups.setdefault(key, (s.resource, {}))[1].setdefault(s.scope, []).append(s)
+    for resource, scopes in groups.values():
+        rs = request.resource_spans.add()
+        for k, v in resource.items():
+            _set_any(rs.resource.attributes.add(key=k).value, v)
+        for scope, members in scopes.items():
+            ss = rs.scope_spans.add()
+            if scope:
+                ss.scope.name = scope
+            for s in members:
+                span = ss.spans.add(
+                    trace_id=bytes.fromhex(s.trace_id), span_id=bytes.fromhex(s.span_id),
+                    name=s.name, kind=s.kind, start_time_unix_nano=s.start_ns,  # type: ignore[arg-type]
+                    end_time_unix_nano=s.end_ns,
+                    dropped_attributes_count=s.dropped_attributes_count)
+                if s.parent_span_id:
+                    span.parent_span_id = bytes.fromhex(s.parent_span_id)
+                span.status.code = s.status_code  # type: ignore[assignment]
+                for k, v in s.attributes.items():
+                    _set_any(span.attributes.add(key=k).value, v)
+    return request

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 URL_LINE = re.compile(r"listening on (http://\S+)")
+GRPC_LINE = re.compile(r"OTLP/gRPC on (\S+)")
 MIDTRACE = [sys.executable, "-m", "midtrace"]
 
 
@@ -22,6 +23,7 @@ class Proc:
     process: subprocess.Popen[str]
     url: str
     log_path: Path
+    grpc: str | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -63,7 +65,13 @@ def start(args: list[str], log_path: Path, ready: re.Pattern[str] = URL_LINE,
                          f"{log_path.read_text(errors='replace')}")
 
 
-def start_collector(db: Path, log_path: Path, *extra: str) -> Proc:
-    proc = start(["collector", "--db", str(db), "--http-port", "0", *extra], log_path)
+def start_collector(db: Path, log_path: Path, *extra: str, env: dict[str, str] | None = None) -> Proc:
+    """A collector on free HTTP and gRPC ports; ``proc.grpc`` is its gRPC ``host:port``."""
+    proc = start(["collector", "--db", str(db), "--http-port", "0", "--grpc-port", "0", *extra],
+                 log_path, env=env)
+    assert proc.process.stdout is not None
+    match = GRPC_LINE.search(proc.process.stdout.readline())
+    assert match, "the collector did not print its gRPC address"
+    proc.grpc = match.group(1)
     assert httpx.get(proc.url + "/healthz", timeout=5).json()["status"] == "ready"
     return proc

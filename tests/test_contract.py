@@ -190,3 +190,10 @@ def test_outcome_attributes_on_two_spans_merge_field_by_field() -> None:
     spans = [s for s, _ in otlp.spans_of(otlp.encode_sdk_spans(exporter.get_finished_spans()))]
     decoded = decode_trace(spans)
     assert decoded is not None and decoded.record.outcome == Outcome(correct=False, reviewer="kim")
+
+
+def test_migration_numbers_are_unique() -> None:
+    from schemas import sqlfiles
+
+    versions = [m.version for m in sqlfiles.migrations()]
+    assert len(versions) == len(set(versions)), f"two migrations share a number: {versions}"

@@ -1,2 +1,2 @@
 -- A retried export sends the same spans again: the first copy stays.
-INSERT OR IGNORE INTO spans BY NAME SELECT * FROM _new_spans;
+INSERT OR IGNORE INTO spans BY NAME SELECT * FROM _spans;

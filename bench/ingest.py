@@ -1,0 +1,373 @@
+"""Ingest benchmark: a real collector process fed pre-encoded OTLP/HTTP batches.
+
+Workload: a corpus of 50,000 chunks of about 600 characters; each request retrieves 20 of
+them (Zipf-skewed: popular chunks come back often), a reranker keeps 8, and the prompt holds
+those 8 plus a template (about 6,000 characters). Each request is one trace, built with the
+real OTel SDK and encoded with the SDK's own OTLP encoder in batches of 50 requests:
+
+- run ``own``: midtrace's conventions (schemas/encode.py), 3 spans a request, all 20 chunk
+  texts on the LLM span;
+- run ``openinference``: RETRIEVER, RERANKER and LLM spans as OpenInference sends them,
+  the whole prompt in ``llm.input_messages.0.message.content``. Without the OpenInference
+  normalizer these traces derive no request rows: the run measures receiving and storing.
+
+A separate process sends the batches over several keep-alive connections. Reported: requests/s
+and spans/s from the first byte sent to the last acknowledgement (the collector answers only
+after commit), the decode-only cost per request measured in this process, the collector's peak
+RSS, and database bytes per request.
+
+    .venv/bin/python bench/ingest.py                      # both runs, 20,000 requests each
+    .venv/bin/python bench/ingest.py --requests 5000 --run own
+    .venv/bin/python bench/ingest.py --profile own        # cProfile of the write path in-process
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing as mp
+import os
+import pickle
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from schemas.encode import record_request  # noqa: E402
+from schemas.model import Chunk, Placement, RagRecord  # noqa: E402
+
+CORPUS = 50_000
+RETRIEVED, KEPT = 20, 8
+BATCH = 50
+WORDS = ("refund policy annual plan warranty hardware customer support invoice renewal "
+         "contract clause exception region tier enterprise premium shipping return window "
+         "days purchase receipt account billing cancel subscription upgrade downgrade credit "
+         "eligible approval manager escalation ticket priority response document section").split()
+
+
+def corpus(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(CORPUS):
+        words = rng.choices(WORDS, k=95)
+        out.append(f"[doc {i // 20} §{i % 20}] " + " ".join(words)[:585] + ".")
+    return out
+
+
+def template_parts() -> tuple[str, str]:
+    head = ("You are a support assistant for an enterprise software vendor. Answer the question "
+            "using only the numbered context passages below. Cite the passages you used by "
+            "their number in square brackets. If the passages disagree, prefer the newest "
+            "canonical source and say that a conflict exists. If the answer is not in the "
+            "context, say you do not know. Keep the answer under 120 words. ") * 2
+    tail = ("\n\nRemember: cite passage numbers, do not invent policies, and mention every "
+            "exception or regional constraint that applies to the customer's plan.\n")
+    return head, tail
+
+
+def requests_of(n: int, seed: int) -> list[tuple[list[int], list[int], str]]:
+    """Per request: 20 retrieved chunk indices (Zipf-skewed), the 8 kept, the question."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in range(n):
+        chosen: list[int] = []
+        while len(chosen) < RETRIEVED:
+            k = int(rng.zipf(1.3)) - 1
+            if k < CORPUS and k not in chosen:
+                chosen.append(k if rng.random() < 0.7 else int(rng.integers(CORPUS)))
+            chosen = list(dict.fromkeys(chosen))
+        out.append((chosen, chosen[:KEPT], f"Question {r}: what is the refund window for plan {r % 97}?"))
+    return out
+
+
+def build_batches(run: str, n: int, seed: int) -> tuple[list[bytes], int]:
+    texts = corpus(seed)
+    head, tail = template_parts()
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": f"bench-{run}"}),
+                              span_limits=SpanLimits(max_attributes=1024))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    batches: list[bytes] = []
+    n_spans = 0
+    for i, (retrieved, kept, question) in enumerate(requests_of(n, seed)):
+        prompt_parts = [head]
+        offsets = []
+        pos = len(head)
+        for slot, k in enumerate(kept):
+            block = f"\n[{slot + 1}] {texts[k]}"
+            offsets.append((pos + 5, pos + len(block)))
+            prompt_parts.append(block)
+            pos += len(block)
+        prompt_parts += [tail, question]
+        prompt = "".join(prompt_parts)
+        with tracer.start_as_current_span("rag.request"):
+            if run == "own":
+                with tracer.start_as_current_span("retrieve"):
+                    pass
+                with tracer.start_as_current_span("llm.chat") as llm:
+                    record_request(llm, own_record(texts, retrieved, kept, question, prompt, offsets))
+            else:
+                openinference_spans(tracer, texts, retrieved, kept, prompt)
+        if (i + 1) % BATCH == 0 or i + 1 == n:
+            spans = memory.get_finished_spans()
+            n_spans += len(spans)
+            batches.append(encode_spans(spans).SerializeToString())
+            memory.clear()
+    return batches, n_spans
+
+
+def own_record(texts: list[str], retrieved: list[int], kept: list[int], question: str,
+               prompt: str, offsets: list[tuple[int, int]]) -> RagRecord:
+    chunks = []
+    for rank, k in enumerate(retrieved, start=1):
+        in_prompt = k in kept
+        chunks.append(Chunk(f"c{k}", stage="in_prompt" if in_prompt else "dropped",
+                            drop_reason=None if in_prompt else "budget", source_id=f"doc{k // 20}",
+                            source_position=k % 20, retrieval_rank=rank,
+                            retrieval_score=1.0 - rank / 100, rerank_rank=kept.index(k) + 1 if in_prompt else None,
+                            label="direct_answer" if rank == 1 else "supporting_background",
+                            text=texts[k]))
+    placements = tuple(Placement(f"c{k}", slot, cs // 4, ce // 4, cs, ce)
+                       for slot, (k, (cs, ce)) in enumerate(zip(kept, offsets)))
+    return RagRecord(question=question, answer="Annual plans can be refunded within 14 days [1].",
+                     model="bench-model", template_id="support", template_version="v3",
+                     strategy="score_order", prompt_tokens=len(prompt) // 4,
+                     prompt_chars=len(prompt), chunks=tuple(chunks), placements=placements)
+
+
+def openinference_spans(tracer: Any, texts: list[str], retrieved: list[int], kept: list[int],
+                        prompt: str) -> None:
+    with tracer.start_as_current_span("retrieve") as span:
+        span.set_attribute("openinference.span.kind", "RETRIEVER")
+        for i, k in enumerate(retrieved):
+            span.set_attribute(f"retrieval.documents.{i}.document.id", f"c{k}")
+            span.set_attribute(f"retrieval.documents.{i}.document.content", texts[k])
+            span.set_attribute(f"retrieval.documents.{i}.document.score", 1.0 - i / 100)
+    with tracer.start_as_current_span("rerank") as span:
+        span.set_attribute("openinference.span.kind", "RERANKER")
+        for i, k in enumerate(kept):
+            span.set_attribute(f"reranker.output_documents.{i}.document.id", f"c{k}")
+            span.set_attribute(f"reranker.output_documents.{i}.document.content", texts[k])
+            span.set_attribute(f"reranker.output_documents.{i}.document.score", 0.9 - i / 100)
+    with tracer.start_as_current_span("llm") as span:
+        span.set_attribute("openinference.span.kind", "LLM")
+        span.set_attribute("llm.model_name", "bench-model")
+        span.set_attribute("llm.input_messages.0.message.role", "user")
+        span.set_attribute("llm.input_messages.0.message.content", prompt)
+        span.set_attribute("llm.output_messages.0.message.content", "Within 14 days [1].")
+
+
+# --- the sender process ------------------------------------------------------------------
+
+def send_all(path: str, host: str, port: int, connections: int, out: Any) -> None:
+    with open(path, "rb") as f:
+        batches: list[bytes] = pickle.load(f)
+    lock = threading.Lock()
+    next_index = [0]
+    failures: list[str] = []
+    retries = [0]
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection(host, port, timeout=120)
+        while True:
+            with lock:
+                i = next_index[0]
+                next_index[0] += 1
+            if i >= len(batches):
+                break
+            while True:
+                conn.request("POST", "/v1/traces", body=batches[i],
+                             headers={"content-type": "application/x-protobuf"})
+                answer = conn.getresponse()
+                answer.read()
+                if answer.status in (429, 503):
+                    with lock:
+                        retries[0] += 1
+                    time.sleep(float(answer.getheader("retry-after") or 1))
+                    continue
+                if answer.status != 200:
+                    failures.append(f"batch {i}: HTTP {answer.status}")
+                break
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    first = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put({"first": first, "last": time.time(), "failures": failures, "retries": retries[0]})
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+def decode_cost(batches: list[bytes], n_requests: int) -> tuple[float, float]:
+    """Microseconds per request: protobuf parse + flatten + checks; then normalization."""
+    from collector.normalize import normalize_trace
+    from collector.receive import check_spans
+    from schemas.otlp import parse_protobuf
+
+    sample = batches[: max(1, len(batches) // 10)]
+    per = n_requests / len(batches)
+    started = time.perf_counter()
+    checked = [check_spans(parse_protobuf(b)) for b in sample]
+    decode = time.perf_counter() - started
+    started = time.perf_counter()
+    for check in checked:
+        by_trace: dict[str, list[Any]] = {}
+        for s in check.accepted:
+            by_trace.setdefault(s.trace_id, []).append(s)
+        for spans in by_trace.values():
+            normalize_trace(spans)
+    normalize = time.perf_counter() - started
+    return decode / (len(sample) * per) * 1e6, normalize / (len(sample) * per) * 1e6
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[list[bytes], int]:
+    """The encoded batches, from ``cache`` when a previous run left them there."""
+    path = cache / f"{run}-{n}-{seed}.pkl" if cache else None
+    if path is not None and path.exists():
+        with open(path, "rb") as f:
+            return pickle.load(f)  # type: ignore[no-any-return]
+    batches, n_spans = build_batches(run, n, seed)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            pickle.dump((batches, n_spans), f)
+    return batches, n_spans
+
+
+def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
+             workdir: Path, cache: Path | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    batches, n_spans = cached_batches(run, n, seed, cache)
+    print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
+          f"{sum(map(len, batches)) / 1e6:.0f} MB in {time.perf_counter() - started:.0f} s",
+          file=sys.stderr)
+    decode_us, normalize_us = decode_cost(batches, n)
+    batch_file = workdir / f"{run}.batches"
+    with open(batch_file, "wb") as f:
+        pickle.dump(batches, f)
+    del batches
+    db = workdir / f"{run}.duckdb"
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "midtrace", "collector", "--db", str(db), "--http-port", "0",
+         "--grpc-port", "0", "--queue-size", str(queue_size)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert collector.stdout is not None
+    line = collector.stdout.readline()
+    match = re.search(r"http://([\d.]+):(\d+)", line)
+    assert match, f"collector did not start: {line!r}"
+    host, port = match[1], int(match[2])
+    results: Any = mp.get_context("spawn").Queue()
+    sender = mp.get_context("spawn").Process(target=send_all,
+                                             args=(str(batch_file), host, port, connections, results))
+    sender.start()
+    outcome = results.get()
+    sender.join()
+    rss = peak_rss_mb(collector.pid)
+    collector.terminate()
+    collector.wait(60)
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as conn:
+        ((stored_spans,),) = conn.execute("SELECT count(*) FROM spans").fetchall()
+        ((stored_requests,),) = conn.execute("SELECT count(*) FROM requests").fetchall()
+    size = sum(p.stat().st_size for p in workdir.glob(f"{run}.duckdb*"))
+    seconds = outcome["last"] - outcome["first"]
+    return {
+        "run": run, "requests": n, "spans": n_spans, "stored_spans": stored_spans,
+        "request_rows": stored_requests, "seconds": seconds, "requests_per_s": n / seconds,
+        "spans_per_s": n_spans / seconds, "decode_us": decode_us, "normalize_us": normalize_us,
+        "peak_rss_mb": rss, "db_bytes_per_request": size / n, "retries": outcome["retries"],
+        "failures": outcome["failures"],
+    }
+
+
+def profile(run: str, n: int, seed: int, workdir: Path) -> None:
+    """cProfile of parse -> check -> store.write, in this process, for finding hot spots."""
+    import cProfile
+    import pstats
+
+    from collector.receive import check_spans
+    from collector.store import Store, WriteJob
+    from schemas.otlp import parse_protobuf
+
+    batches, _ = build_batches(run, n, seed)
+    store = Store.open(workdir / f"profile-{run}.duckdb")
+    prof = cProfile.Profile()
+    started = time.perf_counter()
+    prof.enable()
+    group: list[WriteJob] = []
+    for body in batches:
+        group.append(WriteJob(spans=check_spans(parse_protobuf(body)).accepted))
+        if len(group) == 20:
+            store.write(group)
+            group = []
+    if group:
+        store.write(group)
+    prof.disable()
+    elapsed = time.perf_counter() - started
+    store.close()
+    print(f"{n / elapsed:.0f} requests/s in-process (one thread, no HTTP)")
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--run", choices=["own", "openinference", "both"], default="both")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--queue-size", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", choices=["own", "openinference"])
+    parser.add_argument("--cache", type=Path, help="keep the encoded batches here between runs")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
+        if args.profile:
+            profile(args.profile, args.requests, args.seed, Path(tmp))
+            return
+        runs = ["own", "openinference"] if args.run == "both" else [args.run]
+        results = [run_once(r, args.requests, args.connections, args.queue_size, args.seed,
+                            Path(tmp), args.cache) for r in runs]
+    print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
+          f"{args.connections} connections, queue size {args.queue_size}\n")
+    print("| run | requests | spans | s | requests/s | spans/s | decode µs/req | normalize µs/req "
+          "| peak RSS MB | DB bytes/req | 503 retries | request rows |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['run']} | {r['requests']} | {r['spans']} | {r['seconds']:.1f} | "
+              f"{r['requests_per_s']:.0f} | {r['spans_per_s']:.0f} | {r['decode_us']:.0f} | "
+              f"{r['normalize_us']:.0f} | {r['peak_rss_mb']:.0f} | {r['db_bytes_per_request']:.0f} | "
+              f"{r['retries']} | {r['request_rows']} |")
+        if r["failures"] or r["stored_spans"] != r["spans"]:
+            print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
+                  f"{r['stored_spans']} of {r['spans']} spans stored")
+
+
+if __name__ == "__main__":
+    main()

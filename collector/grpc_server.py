@@ -1,0 +1,87 @@
+"""OTLP/gRPC: the TraceService Export method on grpc.aio, in the HTTP server's event loop.
+
+Same checks, normalizer and writer as OTLP/HTTP (collector/intake.py). Status codes follow
+the OTLP spec ("OTLP/gRPC"): OK with ``partial_success`` for individually refused spans;
+INVALID_ARGUMENT for a request that cannot be decoded (not retryable); UNAVAILABLE when the
+writer's queue is full, with a ``google.rpc.RetryInfo`` the exporters honour ("the server
+MAY include RetryInfo ... the client SHOULD honour the delay"). The request is taken as raw
+bytes so the very bytes received can be forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collector.auth import token_matches
+from collector.forward import Batch
+from collector.intake import Intake
+from collector.receive import PROTOBUF
+from collector.writer import QueueFull
+from schemas.otlp import PayloadError, parse_protobuf
+
+log = logging.getLogger(__name__)
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+def _retry_info() -> bytes:
+    # About a second, as OTLP/HTTP's Retry-After: 1, spread a little so the clients refused
+    # together do not all come back in the same instant.
+    delay = random.uniform(0.8, 1.2)
+    return RetryInfo(retry_delay=Duration(seconds=int(delay), nanos=int(delay % 1 * 1e9))).SerializeToString()
+
+
+def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
+    async def export(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if token is not None:
+            metadata = dict(context.invocation_metadata() or ())
+            if not token_matches(metadata.get("authorization"), token):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                    "missing or wrong token: send metadata 'authorization: Bearer <token>'")
+        try:
+            request = parse_protobuf(body)
+        except PayloadError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        try:
+            check = await intake.export(request, Batch(body, PROTOBUF))
+        except QueueFull as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e),
+                                trailing_metadata=(("google.rpc.retryinfo-bin", _retry_info()),))
+        except Exception as e:  # the writer's error: nothing of this request was stored
+            log.error("export not stored: %s", e)
+            await context.abort(grpc.StatusCode.INTERNAL, f"spans not stored: {e}")
+        response = ExportTraceServiceResponse()
+        if check.rejected:
+            response.partial_success.rejected_spans = len(check.rejected)
+            response.partial_success.error_message = check.message
+        return response.SerializeToString()
+
+    method = grpc.unary_unary_rpc_method_handler(export)  # no (de)serializers: raw bytes
+    return grpc.method_handlers_generic_handler(SERVICE, {"Export": method})
+
+
+async def start_grpc(intake: Intake, host: str, port: int, max_message_bytes: int,
+                     token: str | None) -> tuple[grpc.aio.Server, str]:
+    """Start the gRPC server on the running loop; returns it and its ``host:port``."""
+    server = grpc.aio.server(options=[
+        # gRPC's default limit (4 MiB) is smaller than one large export batch, and the
+        # exporters would retry RESOURCE_EXHAUSTED: take what OTLP/HTTP takes.
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ])
+    server.add_generic_rpc_handlers((_handler(intake, token),))
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        bound = server.add_insecure_port(f"{shown}:{port}")
+    except RuntimeError as e:
+        raise OSError(f"cannot listen on {shown}:{port} for OTLP/gRPC: {e}") from e
+    if bound == 0:
+        raise OSError(f"cannot listen on {shown}:{port} for OTLP/gRPC")
+    await server.start()
+    return server, f"{shown}:{bound}"

@@ -1,0 +1,104 @@
+"""Retention and erasure: delete whole traces (every row of them) by age or by id.
+
+Deleted rows leave their bytes in DuckDB's file blocks until those blocks are reused, so
+for an erasure request the file is then compacted: copied table by table into a fresh file
+that replaces it (``compact``), after which the deleted text is gone from the disk file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from collector.store import Store, connect
+from schemas import sqlfiles
+
+_AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def parse_age(text: str) -> timedelta:
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` as a timedelta."""
+    match = _AGE.match(text.lower())
+    if not match:
+        raise ValueError(f"{text!r} is not an age; write a number and a unit, e.g. 30d, 12h, 2w")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+def check_trace_id(trace_id: str) -> str:
+    value = trace_id.strip().lower()
+    if not _TRACE_ID.match(value):
+        raise ValueError(f"trace id {trace_id!r} is not 32 hex characters")
+    return value
+
+
+@dataclass
+class PruneReport:
+    traces: int = 0
+    spans: int = 0
+    requests: int = 0
+    outcomes: int = 0
+
+
+def prune(store: Store, older_than: timedelta | None = None, trace_ids: Sequence[str] = (),
+          now: datetime | None = None) -> PruneReport:
+    """Delete the named traces and those older than ``older_than``, in one transaction."""
+    conn = store.conn
+    chosen = {check_trace_id(t) for t in trace_ids}
+    if older_than is not None:
+        cutoff = (now or datetime.now(UTC)) - older_than
+        cutoff_ns = int(cutoff.timestamp() * 1e9)
+        chosen.update(t for (t,) in conn.execute(sqlfiles.query("traces_older_than"),
+                                                  [cutoff_ns, cutoff]).fetchall())
+    report = PruneReport(traces=len(chosen))
+    if not chosen:
+        return report
+    before = store.counts()
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.register("_prune", pa.table({"trace_id": sorted(chosen)}))
+        conn.execute(sqlfiles.query("delete_traces"))
+        conn.unregister("_prune")
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+    store.forget_texts()
+    after = store.counts()
+    report.spans = before["spans"] - after["spans"]
+    report.requests = before["requests"] - after["requests"]
+    report.outcomes = before["outcomes"] - after["outcomes"]
+    conn.execute("CHECKPOINT")
+    return report
+
+
+def compact(path: str | Path) -> None:
+    """Rewrite the database into a fresh file so deleted rows leave no bytes behind."""
+    path = Path(path)
+    fresh = path.with_name(path.name + ".compacting")
+    fresh.unlink(missing_ok=True)
+    conn = connect(path)
+    try:
+        ((name,),) = conn.execute("SELECT current_database()").fetchall()
+        conn.execute(f"ATTACH {_sql_string(str(fresh))} AS compacted")
+        conn.execute(f"COPY FROM DATABASE {_sql_ident(name)} TO compacted")
+        conn.execute("DETACH compacted")
+    finally:
+        conn.close()
+    os.replace(fresh, path)
+    Path(str(path) + ".wal").unlink(missing_ok=True)
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _sql_ident(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'

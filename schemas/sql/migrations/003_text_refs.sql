@@ -1,0 +1,10 @@
+-- Large strings in kept spans are stored once, by reference (collector/spanstore.py):
+-- `texts` holds each distinct string keyed by the hex sha256 of its exact UTF-8 bytes
+-- (exact, not the normalised chunk hash, because a span must be rebuilt byte for byte);
+-- `spans.text_refs` lists the hashes a span's attributes refer to. Rows written before this
+-- migration keep text_refs NULL and their attributes inline, and are read as they are.
+CREATE TABLE texts (
+    text_hash VARCHAR PRIMARY KEY,
+    text      VARCHAR NOT NULL
+);
+ALTER TABLE spans ADD COLUMN text_refs VARCHAR[];

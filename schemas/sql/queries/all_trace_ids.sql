@@ -1,0 +1,1 @@
+SELECT DISTINCT trace_id FROM spans ORDER BY trace_id;

@@ -1,0 +1,152 @@
+"""In front of production traffic: the shared token, forwarding to another backend, and the
+SDK's attribute limit made visible."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from collector.forward import Batch, Forwarder
+from schemas.model import RagRecord
+from tests.procs import Proc, start_collector
+from tests.test_collector import finished_spans, rows
+
+TOKEN = "s3cret-token"
+
+
+def dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """A collector whose token comes from MIDTRACE_TOKEN."""
+    tmp = tmp_path_factory.mktemp("guarded")
+    proc = start_collector(tmp / "guarded.duckdb", tmp / "log", env={"MIDTRACE_TOKEN": TOKEN})
+    yield proc
+    proc.stop()
+
+
+@pytest.mark.parametrize("method,path", [
+    ("POST", "/v1/traces"), ("POST", "/v1/outcomes"), ("GET", "/api/v1/views/anything"),
+    ("GET", "/no-such-route"),
+])
+def test_every_endpoint_but_healthz_wants_the_token(guarded: Proc, method: str, path: str) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        answer = httpx.request(method, guarded.url + path, headers=headers, content=b"{}")
+        assert answer.status_code == 401, (headers, answer.text)
+        assert "Authorization: Bearer" in answer.json()["error"]
+    with_token = httpx.request(method, guarded.url + path, content=b"{}",
+                               headers={"Authorization": f"Bearer {TOKEN}",
+                                        "content-type": "application/json"})
+    assert with_token.status_code != 401
+    health = httpx.get(guarded.url + "/healthz")
+    assert health.status_code == 200 and health.json()["token_required"] is True
+
+
+def test_the_stock_exporters_send_the_token(guarded: Proc) -> None:
+    assert guarded.grpc is not None
+    spans = finished_spans(RagRecord(question="with token"))
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    assert HttpExporter(endpoint=guarded.url + "/v1/traces", headers=auth).export(spans) == SpanExportResult.SUCCESS
+    assert HttpExporter(endpoint=guarded.url + "/v1/traces").export(spans) == SpanExportResult.FAILURE
+    assert GrpcExporter(endpoint=guarded.grpc, insecure=True, headers=auth).export(spans) == SpanExportResult.SUCCESS
+    assert GrpcExporter(endpoint=guarded.grpc, insecure=True, timeout=5).export(spans) == SpanExportResult.FAILURE
+    health = httpx.get(guarded.url + "/healthz").json()
+    assert health["spans_accepted"] == 2 * len(spans)
+
+
+def many_attribute_spans(n: int) -> list[Any]:
+    """Spans cut by the SDK's default limit of 128 attributes, as an app would send them."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "chatty-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("t").start_as_current_span("retrieve") as span:
+        for i in range(n):
+            span.set_attribute(f"retrieval.documents.{i}.document.id", f"doc-{i}")
+    return list(memory.get_finished_spans())
+
+
+def test_forwarding_to_a_live_and_a_dead_backend_and_attribute_limits(tmp_path: Path) -> None:
+    downstream = start_collector(tmp_path / "downstream.duckdb", tmp_path / "down.log")
+    dead = f"http://127.0.0.1:{dead_port()}"
+    upstream = start_collector(tmp_path / "upstream.duckdb", tmp_path / "up.log",
+                               env={"MIDTRACE_FORWARD": f"{downstream.url},{dead}"})
+    try:
+        assert upstream.grpc is not None
+        http = HttpExporter(endpoint=upstream.url + "/v1/traces")
+        grpc_exporter = GrpcExporter(endpoint=upstream.grpc, insecure=True)
+        sent_spans = 0
+        for i in range(6):
+            spans = finished_spans(RagRecord(question=f"forwarded {i}"))
+            exporter = http if i % 2 else grpc_exporter
+            started = time.monotonic()
+            assert exporter.export(spans) == SpanExportResult.SUCCESS
+            assert time.monotonic() - started < 2, "a dead forward target slowed ingest down"
+            sent_spans += len(spans)
+        cut = many_attribute_spans(140)
+        assert cut[0].dropped_attributes == 12
+        assert http.export(cut) == SpanExportResult.SUCCESS
+        sent_spans += 1
+
+        def down_spans() -> bool:
+            return httpx.get(downstream.url + "/healthz").json()["spans_written"] == sent_spans
+
+        wait_for(down_spans, "the downstream collector to hold every forwarded span")
+
+        def forward_state() -> list[dict[str, Any]] | None:
+            states = httpx.get(upstream.url + "/healthz").json()["forward"]
+            done = all(s["sent"] + s["failed"] + s["dropped"] == 7 for s in states)
+            return states if done else None
+
+        live, gone = sorted(wait_for(forward_state, "forwarding to settle"),
+                            key=lambda s: s["url"] != downstream.url + "/v1/traces")
+        assert (live["sent"], live["failed"], live["dropped"]) == (7, 0, 0)
+        assert gone["url"] == dead + "/v1/traces" and gone["sent"] == 0
+        assert gone["failed"] + gone["dropped"] == 7 and "Connect" in gone["last_error"]
+        limits = httpx.get(upstream.url + "/healthz").json()["attribute_limits"]
+        assert limits["services"] == {"chatty-app": {"spans_cut": 1, "attributes_dropped": 12}}
+        assert "OTEL_ATTRIBUTE_COUNT_LIMIT" in limits["advice"]
+    finally:
+        upstream.stop()
+        downstream.stop()
+    expected = [(f"forwarded {i}",) for i in range(6)]
+    assert rows(tmp_path / "downstream.duckdb", "SELECT question FROM requests ORDER BY 1") == expected
+    (view,) = rows(tmp_path / "upstream.duckdb", "SELECT * FROM attribute_limits")
+    assert view[:3] == ("chatty-app", 1, 12) and "OTEL_ATTRIBUTE_COUNT_LIMIT" in view[4]
+
+
+def test_a_full_forward_queue_drops_the_oldest_and_never_blocks() -> None:
+    forwarder = Forwarder(f"http://127.0.0.1:{dead_port()}", max_queue=2).start()
+    started = time.monotonic()
+    for i in range(10):
+        forwarder.offer(Batch(b"x" * i, "application/x-protobuf"))
+    assert time.monotonic() - started < 0.5
+    assert forwarder.state.dropped >= 7
+    forwarder.close(drain_seconds=0)
+    state = forwarder.state
+    assert state.sent == 0 and state.failed + state.dropped == 10

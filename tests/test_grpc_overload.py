@@ -1,0 +1,121 @@
+"""OTLP/gRPC end to end, and overload: a burst larger than the writer's queue, sent by the
+real exporters over HTTP and gRPC, lands completely once they have retried."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from schemas import otlp
+from schemas.model import Chunk, Placement, RagRecord
+from tests.procs import start_collector
+from tests.test_collector import FULL, finished_spans, rows
+
+SERVICE_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def raw_grpc_export(address: str, body: bytes) -> tuple[grpc.StatusCode, bytes | None, str]:
+    with grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)]) as ch:
+        call = ch.unary_unary(SERVICE_METHOD)
+        try:
+            answer = call(body, timeout=20)
+        except grpc.RpcError as e:
+            return e.code(), None, e.details() or ""
+    return grpc.StatusCode.OK, answer, ""
+
+
+def test_grpc_stores_what_http_stores_and_refuses_clearly(tmp_path: Path) -> None:
+    db = tmp_path / "grpc.duckdb"
+    proc = start_collector(db, tmp_path / "log")
+    try:
+        assert proc.grpc is not None
+        spans = finished_spans(FULL)
+        exporter = GrpcExporter(endpoint=proc.grpc, insecure=True, timeout=10)
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+        exporter.shutdown()
+        # Larger than gRPC's default 4 MiB receive limit: accepted like an HTTP body.
+        huge = "evidence " * (6 * 1024 * 1024 // 9)
+        big = otlp.encode_sdk_spans(finished_spans(RagRecord(
+            question="big", chunks=(Chunk("huge", text=huge),),
+            placements=(Placement("huge", 0, 0, 10),)))).SerializeToString()
+        assert len(big) > 4 * 1024 * 1024
+        code, _, details = raw_grpc_export(proc.grpc, big)
+        assert code == grpc.StatusCode.OK, details
+        code, _, details = raw_grpc_export(proc.grpc, b"\x00\xffgarbage")
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "not a protobuf" in details
+        # One good span and one with a broken attribute: partial success names the bad one.
+        good = otlp.encode_sdk_spans(finished_spans(RagRecord(question="partial")))
+        bad = good.resource_spans[0].scope_spans[0].spans.add()
+        bad.CopyFrom(good.resource_spans[0].scope_spans[0].spans[0])
+        bad.trace_id = bytes.fromhex("ab" * 16)
+        bad.attributes.add(key="midtrace.prompt.tokens").value.string_value = "12k"
+        code, answer, details = raw_grpc_export(proc.grpc, good.SerializeToString())
+        assert code == grpc.StatusCode.OK, details
+        response = ExportTraceServiceResponse.FromString(answer or b"")
+        assert response.partial_success.rejected_spans == 1
+        assert "midtrace.prompt.tokens must be int" in response.partial_success.error_message
+    finally:
+        proc.stop()
+    trace_id = format(spans[0].context.trace_id, "032x")
+    assert {q for (q,) in rows(db, "SELECT question FROM requests")} == {
+        "big", FULL.question, "partial"}
+    assert rows(db, "SELECT trace_id, model, prompt_tokens FROM requests WHERE question = ?",
+                [FULL.question]) == [(trace_id, "gpt-4.1-mini", 1200)]
+    assert rows(db, "SELECT count(*) FROM chunks c JOIN requests r USING (request_id) "
+                    "WHERE r.trace_id = ?", [trace_id]) == [(3,)]
+    assert rows(db, "SELECT length(t.text) FROM chunks c JOIN chunk_texts t USING (text_hash) "
+                    "WHERE c.chunk_id = 'huge'") == [(len(huge),)]
+
+
+def batch_of_spans(n_traces: int, tag: str) -> list[Any]:
+    spans: list[Any] = []
+    for i in range(n_traces):
+        text = f"{tag} chunk {i} " + "lorem ipsum " * 60
+        spans += finished_spans(RagRecord(question=f"{tag}-{i}", chunks=(Chunk("a", text=text),),
+                                          placements=(Placement("a", 0, 0, 50),)))
+    return spans
+
+
+def test_a_burst_larger_than_the_queue_is_retried_and_nothing_is_lost(tmp_path: Path) -> None:
+    db = tmp_path / "burst.duckdb"
+    proc = start_collector(db, tmp_path / "log", "--queue-size", "1")
+    threads_per_protocol, exports_per_thread, traces_per_export = 3, 3, 60
+    work = []
+    for proto in ("http", "grpc"):
+        for t in range(threads_per_protocol):
+            work.append((proto, [batch_of_spans(traces_per_export, f"{proto}{t}e{e}")
+                                 for e in range(exports_per_thread)]))
+    results: list[SpanExportResult] = []
+    barrier = threading.Barrier(len(work))
+
+    def send(proto: str, batches: list[list[Any]]) -> None:
+        assert proc.grpc is not None
+        exporter = (HttpExporter(endpoint=proc.url + "/v1/traces", timeout=10) if proto == "http"
+                    else GrpcExporter(endpoint=proc.grpc, insecure=True, timeout=10))
+        barrier.wait()
+        for spans in batches:
+            results.append(exporter.export(spans))
+        exporter.shutdown()
+
+    try:
+        threads = [threading.Thread(target=send, args=w) for w in work]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        health = httpx.get(proc.url + "/healthz").json()
+    finally:
+        proc.stop()
+    assert results == [SpanExportResult.SUCCESS] * len(work) * exports_per_thread
+    assert health["overloaded"] > 0, "the burst never filled the queue: the test proves nothing"
+    expected = len(work) * exports_per_thread * traces_per_export
+    assert rows(db, "SELECT count(*) FROM spans") == [(expected * 2,)]
+    assert rows(db, "SELECT count(*) FROM requests") == [(expected,)]
