@@ -257,6 +257,8 @@ class Store:
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
             chunk_texts = self._new_chunk_texts(rows)
             self._append(rows)
+            refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
+                                                    if o.trace_id is not None})
             conn.execute("COMMIT")
         except Exception:
             conn.execute("ROLLBACK")
@@ -292,8 +294,7 @@ class Store:
             self._derive(by_trace, True, rows, datetime.now(UTC), stats)
             conn.unregister("_trace_ids")
             self._append(rows)
-            refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
-                                                    if o.trace_id is not None})
+            refresh_evidence(conn, by_trace)
             conn.execute("COMMIT")
         except Exception:
             conn.execute("ROLLBACK")
