@@ -186,7 +186,8 @@ def test_export_then_ingest_into_a_new_db_gives_the_same_rows(
         "AND list_contains($1, trace_id) ORDER BY ALL",
     ):
         assert of(fresh, sql) == of(db, sql), sql
-    assert of(fresh, "SELECT count(*) FROM requests WHERE list_contains($1, trace_id)") == [(2,)]
+    # two traces in midtrace's conventions and one OpenInference trace: three requests
+    assert of(fresh, "SELECT count(*) FROM requests WHERE list_contains($1, trace_id)") == [(3,)]
     unknown = midtrace_cli("export", "--db", str(db), "--trace-id", "12" * 16)
     assert unknown.returncode == 1 and "no spans stored" in unknown.stderr
 
