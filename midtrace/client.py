@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import httpx
 import pandas as pd
@@ -69,7 +69,29 @@ def to_frame(table: pa.Table) -> pd.DataFrame:
     return table.to_pandas()
 
 
-class FileClient:
+class _Backend:
+    """What both backends share: the request list as a plain frame, and ``with`` support."""
+
+    def requests_page(self, filters: Filters, search: str | None, taxonomy_class: str | None,
+                      limit: int, offset: int) -> tuple[pd.DataFrame, int]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def requests(self, filters: Filters = Filters(), search: str | None = None,
+                 taxonomy_class: str | None = None, limit: int = 50,
+                 offset: int = 0) -> pd.DataFrame:
+        return self.requests_page(filters, search, taxonomy_class, limit, offset)[0]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FileClient(_Backend):
     """Reads a midtrace DuckDB file opened read-only."""
 
     read_only = True
@@ -104,11 +126,6 @@ class FileClient:
         return [{"name": v.name, "description": v.description, "keys": list(v.keys)}
                 for v in reads.metric_views().values()]
 
-    def requests(self, filters: Filters = Filters(), search: str | None = None,
-                 taxonomy_class: str | None = None, limit: int = 50,
-                 offset: int = 0) -> pd.DataFrame:
-        return self.requests_page(filters, search, taxonomy_class, limit, offset)[0]
-
     def requests_page(self, filters: Filters = Filters(), search: str | None = None,
                       taxonomy_class: str | None = None, limit: int = 50,
                       offset: int = 0) -> tuple[pd.DataFrame, int]:
@@ -141,14 +158,9 @@ class FileClient:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> FileClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
-class HttpClient:
+class HttpClient(_Backend):
     """Reads through a running collector's query API."""
 
     read_only = False
@@ -195,11 +207,6 @@ class HttpClient:
     def views(self) -> list[dict[str, Any]]:
         return list(self._get("/api/v1/views").json()["views"])
 
-    def requests(self, filters: Filters = Filters(), search: str | None = None,
-                 taxonomy_class: str | None = None, limit: int = 50,
-                 offset: int = 0) -> pd.DataFrame:
-        return self.requests_page(filters, search, taxonomy_class, limit, offset)[0]
-
     def requests_page(self, filters: Filters = Filters(), search: str | None = None,
                       taxonomy_class: str | None = None, limit: int = 50,
                       offset: int = 0) -> tuple[pd.DataFrame, int]:
@@ -242,11 +249,6 @@ class HttpClient:
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> HttpClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_client(url: str | None = None, db: str | Path | None = None,
