@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
@@ -198,7 +198,3 @@ def _append(columns: dict[str, list[Any]], values: dict[str, Any]) -> None:
 
 def _list(values: tuple[str, ...] | None) -> list[str] | None:
     return None if values is None else list(values)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -314,15 +315,11 @@ def estimate_tokens(record: RagRecord) -> tuple[RagRecord, bool]:
     prompt_tokens = record.prompt_tokens
     if prompt_tokens is None and record.prompt_chars:
         prompt_tokens = int(math.ceil(record.prompt_chars * ratio))
-    from dataclasses import replace
-
     return replace(record, placements=placements, prompt_tokens=prompt_tokens), True
 
 
 def _merge_records(records: Sequence[RagRecord]) -> RagRecord:
     """Later records win each field they set; chunks come whole from the last that has any."""
-    from dataclasses import fields, replace
-
     merged = records[0]
     for rec in records[1:]:
         updates = {f.name: getattr(rec, f.name) for f in fields(rec)
@@ -338,8 +335,6 @@ def _merge_records(records: Sequence[RagRecord]) -> RagRecord:
 
 def _merge_outcomes(old: Outcome | None, new: Outcome | None) -> Outcome | None:
     """Outcome attributes on two spans merge field by field; the later span wins a field."""
-    from dataclasses import fields, replace
-
     if old is None or new is None:
         return old or new
     return replace(old, **{f.name: getattr(new, f.name) for f in fields(new)
@@ -374,8 +369,6 @@ def decode_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
 
 
 def _with_model_fallback(record: RagRecord, spans: Sequence[SpanRecord]) -> RagRecord:
-    from dataclasses import replace
-
     for s in sorted(spans, key=lambda s: s.end_ns, reverse=True):
         for key in ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name"):
             value = s.attributes.get(key)
