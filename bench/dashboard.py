@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from dashboard.launch import DashboardSettings, _stop, start_collector, start_dashboard  # noqa: E402
+from collector.settings import CollectorSettings  # noqa: E402
+from midtrace.supervise import DashboardSettings, start_collector, start_dashboard, stop  # noqa: E402
 from midtrace.client import open_client  # noqa: E402
 from tests.browser import EXCEPTION, PAGES, launch, page_url, wait_rendered  # noqa: E402
 
@@ -100,7 +101,7 @@ def run(db: Path, source: str, warm: int) -> list[dict[str, object]]:
     trace_id = pick_trace(db)
     collector = None
     if source == "collector":
-        collector, url = start_collector(str(db), "127.0.0.1", 0)
+        collector, url = start_collector(CollectorSettings(db=str(db), http_port=0, grpc_port=0))
         settings = DashboardSettings(url=url, port=0)
     else:
         settings = DashboardSettings(db=str(db), port=0)
@@ -134,9 +135,9 @@ def run(db: Path, source: str, warm: int) -> list[dict[str, object]]:
                     print(f"{row['page']:12} in-app {row['nav_s']:6.2f} s", flush=True)
             browser.close()
     finally:
-        _stop(process)
+        stop(process)
         if collector is not None:
-            _stop(collector)
+            stop(collector)
     return rows
 
 

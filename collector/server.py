@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
@@ -34,6 +33,7 @@ from collector.forward import Batch, Forwarder
 from collector.intake import Intake
 from collector.receive import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
+from collector.settings import CollectorSettings
 from collector.store import Store, WriteJob
 from collector.writer import QueueFull, Writer
 
@@ -42,21 +42,6 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = "1"
 # google.rpc.Code of the Status body for each HTTP status this server answers with.
 RPC_CODE = {400: 3, 413: 8, 415: 3, 500: 13, 503: 14}  # INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
-
-
-@dataclass(frozen=True)
-class CollectorSettings:
-    db: str
-    host: str = "127.0.0.1"
-    http_port: int = 4318
-    max_body_bytes: int = 64 * 1024 * 1024
-    queue_size: int = 256
-    grpc_port: int = 4317
-    token: str | None = None
-    keep_text: bool = True
-    forward: tuple[str, ...] = ()
-    forward_headers: dict[str, str] = field(default_factory=dict)
-    forward_queue: int = 1000
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -181,6 +166,7 @@ def base_url(sock: socket.socket) -> str:
 def run(settings: CollectorSettings) -> None:
     """Serve OTLP/HTTP and OTLP/gRPC until SIGINT/SIGTERM, then commit what is queued,
     give forward targets a moment to drain, and close the database."""
+    settings.check()
     store = Store.open(settings.db, keep_text=settings.keep_text)
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.

@@ -4,7 +4,7 @@ Not `pages/`: Streamlit treats a `pages/` folder beside the entrypoint as an old
 multipage app for the first run of a fresh server, running a deep-linked page script
 without this router (no filters, no gate).
 
-Run through `midtrace dashboard --url URL | --db PATH` (dashboard/launch.py), which tells
+Run through `midtrace dashboard --url URL | --db PATH` (midtrace/supervise.py), which tells
 this app where its data is through MIDTRACE_URL / MIDTRACE_DB.
 """
 

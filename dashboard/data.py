@@ -1,6 +1,6 @@
 """Data access for the pages: one cached client, query results cached by filter values.
 
-The source comes from the environment `midtrace dashboard` sets (dashboard/launch.py):
+The source comes from the environment `midtrace dashboard` sets (midtrace/supervise.py):
 MIDTRACE_URL (a collector's query API) or MIDTRACE_DB (a DuckDB file, opened read-only).
 Every cached function takes the filters as a sorted tuple of URL parameters, so the cache key
 is exactly what the URL says.
@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.launch import ENV_DB, ENV_REQUIRE_TOKEN, ENV_TOKEN, ENV_URL
+from midtrace.supervise import ENV_DB, ENV_REQUIRE_TOKEN, ENV_TOKEN, ENV_URL
 from midtrace.client import Filters, open_client
 
 Params = tuple[tuple[str, str], ...]

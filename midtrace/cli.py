@@ -10,8 +10,16 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+
+from collector.settings import (
+    DEFAULT_FORWARD_QUEUE, DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_HTTP_PORT, DEFAULT_MAX_BODY_MB,
+    DEFAULT_QUEUE_SIZE, CollectorSettings, SettingsError)
+from midtrace.supervise import (
+    DEFAULT_DASHBOARD_PORT, DashboardSettings, LaunchError, ServeSettings, port_or_any,
+    run_dashboard, run_serve)
 
 EXIT_USAGE = 2
 EXIT_SOURCE = 3
@@ -41,55 +49,66 @@ def db_option(required: bool = True):  # type: ignore[no-untyped-def]
                         help="DuckDB file midtrace stores traces in.")
 
 
-host_option = click.option("--host", envvar="MIDTRACE_HOST", show_envvar=True, default="127.0.0.1",
-                           help="Address to bind; anything but loopback exposes the server.")
+host_option = click.option("--host", envvar="MIDTRACE_HOST", show_envvar=True, default=DEFAULT_HOST,
+                           help="Address to bind; anything but loopback exposes the server and "
+                                "needs a token.")
+token_option = click.option(
+    "--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None,
+    help="Shared token: every endpoint but /healthz, and opening the dashboard, then want it "
+         "('Authorization: Bearer <token>'); required when --host is not loopback. Prefer the "
+         "variable: flags show in ps.")
 
 
-@cli.command()
-@db_option()
-@host_option
-@click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True, default=4318,
-              type=click.IntRange(0, 65535), help="OTLP/HTTP port; 0 picks a free one.")
-@click.option("--max-body-mb", envvar="MIDTRACE_MAX_BODY_MB", show_envvar=True, default=64,
-              type=click.IntRange(1, 4096), help="Largest request body accepted (after gunzip).")
-@click.option("--queue-size", envvar="MIDTRACE_QUEUE_SIZE", show_envvar=True, default=256,
-              type=click.IntRange(1, 100_000),
-              help="Export batches the writer may hold before answering 503 Retry-After "
-                   "(UNAVAILABLE over gRPC).")
-@click.option("--grpc-port", envvar="MIDTRACE_GRPC_PORT", show_envvar=True, default=4317,
-              type=click.IntRange(0, 65535), help="OTLP/gRPC port; 0 picks a free one.")
-@click.option("--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None,
-              help="Shared token: every endpoint but /healthz then wants "
-                   "'Authorization: Bearer <token>' (prefer the variable: flags show in ps).")
-@click.option("--no-text", envvar="MIDTRACE_NO_TEXT", show_envvar=True, is_flag=True,
-              help="Never store chunk, prompt, question or answer text: hashes, offsets and "
-                   "lengths only.")
-@click.option("--forward", envvar="MIDTRACE_FORWARD", show_envvar=True, multiple=True,
-              callback=lambda ctx, param, value: _split_commas(value),
-              help="Also send every accepted batch to this OTLP/HTTP endpoint (repeatable; "
-                   "the variable takes a comma-separated list).")
-@click.option("--forward-header", envvar="MIDTRACE_FORWARD_HEADERS", show_envvar=True,
-              multiple=True, callback=lambda ctx, param, value: _split_commas(value),
-              help="KEY=VALUE header sent to every forward target, e.g. "
-                   "Authorization=Basic%20... (repeatable; the variable is comma-separated).")
-@click.option("--forward-queue", envvar="MIDTRACE_FORWARD_QUEUE", show_envvar=True, default=1000,
-              type=click.IntRange(1, 1_000_000),
-              help="Batches held per forward target; when full the oldest is dropped.")
-def collector(db: Path, host: str, http_port: int, max_body_mb: int, queue_size: int,
-              grpc_port: int, token: str | None, no_text: bool, forward: tuple[str, ...],
-              forward_header: tuple[str, ...], forward_queue: int) -> None:
-    """Receive OTLP traces (HTTP and gRPC) and outcomes and store them in DB."""
+def _http_port_option(default: int = DEFAULT_HTTP_PORT):  # type: ignore[no-untyped-def]
+    return click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True,
+                        default=default, type=click.IntRange(0, 65535),
+                        help="OTLP/HTTP and query API port; 0 picks a free one.")
+
+
+def collector_options(fn):  # type: ignore[no-untyped-def]
+    """The collector's options, shared by `collector`, `serve` and `demo`."""
+    for option in reversed([
+        host_option,
+        _http_port_option(),
+        click.option("--grpc-port", envvar="MIDTRACE_GRPC_PORT", show_envvar=True,
+                     default=DEFAULT_GRPC_PORT, type=click.IntRange(0, 65535),
+                     help="OTLP/gRPC port; 0 picks a free one."),
+        token_option,
+        click.option("--max-body-mb", envvar="MIDTRACE_MAX_BODY_MB", show_envvar=True,
+                     default=DEFAULT_MAX_BODY_MB, type=click.IntRange(1, 4096),
+                     help="Largest request body accepted (after gunzip)."),
+        click.option("--queue-size", envvar="MIDTRACE_QUEUE_SIZE", show_envvar=True,
+                     default=DEFAULT_QUEUE_SIZE, type=click.IntRange(1, 100_000),
+                     help="Export batches the writer may hold before answering 503 Retry-After "
+                          "(UNAVAILABLE over gRPC)."),
+        click.option("--no-text", envvar="MIDTRACE_NO_TEXT", show_envvar=True, is_flag=True,
+                     help="Never store chunk, prompt, question or answer text: hashes, offsets "
+                          "and lengths only."),
+        click.option("--forward", envvar="MIDTRACE_FORWARD", show_envvar=True, multiple=True,
+                     callback=lambda ctx, param, value: _split_commas(value),
+                     help="Also send every accepted batch to this OTLP/HTTP endpoint "
+                          "(repeatable; the variable takes a comma-separated list)."),
+        click.option("--forward-header", envvar="MIDTRACE_FORWARD_HEADERS", show_envvar=True,
+                     multiple=True, callback=lambda ctx, param, value: _split_commas(value),
+                     help="KEY=VALUE header sent to every forward target, e.g. "
+                          "Authorization=Basic%20... (repeatable; the variable is "
+                          "comma-separated)."),
+        click.option("--forward-queue", envvar="MIDTRACE_FORWARD_QUEUE", show_envvar=True,
+                     default=DEFAULT_FORWARD_QUEUE, type=click.IntRange(1, 1_000_000),
+                     help="Batches held per forward target; when full the oldest is dropped."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _collector_settings(db: Path, host: str, http_port: int, grpc_port: int, token: str | None,
+                        max_body_mb: int, queue_size: int, no_text: bool,
+                        forward: tuple[str, ...], forward_header: tuple[str, ...],
+                        forward_queue: int) -> CollectorSettings:
+    """Check the collector's options and build its settings; usage errors exit 2."""
     from urllib.parse import unquote
 
     from collector.forward import traces_url
-    from collector.locate import InvalidCitationPattern, citation_pattern
-    from collector.server import CollectorSettings, run
-    from collector.store import StoreError
-
-    try:
-        citation_pattern()
-    except InvalidCitationPattern as e:
-        _fail(f"MIDTRACE_CITATION_PATTERN: {e}", EXIT_USAGE)
 
     headers = {}
     for item in forward_header:
@@ -102,19 +121,38 @@ def collector(db: Path, host: str, http_port: int, max_body_mb: int, queue_size:
             traces_url(url)
         except ValueError as e:
             _fail(str(e), EXIT_USAGE)
-    if token is not None and not token.strip():
-        _fail("--token / MIDTRACE_TOKEN is empty; set a token or leave it unset", EXIT_USAGE)
     settings = CollectorSettings(db=str(db), host=host, http_port=http_port,
                                  max_body_bytes=max_body_mb * 1024 * 1024, queue_size=queue_size,
                                  grpc_port=grpc_port, token=token, keep_text=not no_text,
                                  forward=forward, forward_headers=headers,
                                  forward_queue=forward_queue)
     try:
+        settings.check()
+    except SettingsError as e:
+        _fail(str(e), EXIT_USAGE)
+    return settings
+
+
+@cli.command()
+@db_option()
+@collector_options
+def collector(db: Path, **options: Any) -> None:
+    """Receive OTLP traces (HTTP and gRPC) and outcomes and store them in DB."""
+    from collector.locate import InvalidCitationPattern, citation_pattern
+    from collector.server import run
+    from collector.store import StoreError
+
+    try:
+        citation_pattern()
+    except InvalidCitationPattern as e:
+        _fail(f"MIDTRACE_CITATION_PATTERN: {e}", EXIT_USAGE)
+    settings = _collector_settings(db, **options)
+    try:
         run(settings)
     except StoreError as e:
         _fail(str(e), EXIT_SOURCE)
     except OSError as e:
-        _fail(f"cannot listen on {host}: {e.strerror or e}", EXIT_SOURCE)
+        _fail(f"cannot listen on {settings.host}: {e.strerror or e}", EXIT_SOURCE)
 
 
 def _split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -270,11 +308,8 @@ def sweep(cases: Path, endpoint: str, model: str, experiment: str | None, ranks:
         sys.exit(1)
 
 
-token_option = click.option("--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None,
-                            help="Token that opening the dashboard asks for (required when --host "
-                                 "is not loopback); also sent to the collector's query API.")
 dashboard_port_option = click.option(
-    "--port", envvar="MIDTRACE_DASHBOARD_PORT", show_envvar=True, default=8501,
+    "--port", envvar="MIDTRACE_DASHBOARD_PORT", show_envvar=True, default=DEFAULT_DASHBOARD_PORT,
     type=click.IntRange(0, 65535), help="Dashboard port; 0 picks a free one.")
 
 
@@ -288,7 +323,6 @@ dashboard_port_option = click.option(
 def dashboard(url: str | None, db: Path | None, token: str | None, host: str, port: int) -> None:
     """Open the dashboard on a running collector (--url) or a DuckDB file (--db, read-only)."""
     from collector.store import StoreError, connect
-    from dashboard.launch import DashboardSettings, LaunchError, run_dashboard
 
     settings = DashboardSettings(url=url, db=str(db) if db else None, token=token, host=host,
                                  port=port)
@@ -332,17 +366,13 @@ trace_id_option = click.option(
 
 @cli.command()
 @db_option()
-@host_option
-@click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True, default=4318,
-              type=click.IntRange(0, 65535), help="OTLP/HTTP and query API port; 0 picks a free one.")
+@collector_options
 @dashboard_port_option
-@token_option
-def serve(db: Path, host: str, http_port: int, port: int, token: str | None) -> None:
+def serve(db: Path, port: int, **options: Any) -> None:
     """Run a collector on DB and the dashboard reading through it; both stop together."""
-    from dashboard.launch import LaunchError, run_serve
-
+    settings = ServeSettings(_collector_settings(db, **options), dashboard_port=port)
     try:
-        code = run_serve(str(db), host, http_port, port, token)
+        code = run_serve(settings)
     except LaunchError as e:
         _fail(str(e), EXIT_USAGE)
     sys.exit(code)
@@ -353,32 +383,54 @@ def serve(db: Path, host: str, http_port: int, port: int, token: str | None) -> 
               type=click.Path(dir_okay=False, path_type=Path),
               help="New DuckDB file for the demo; must not exist. Default: .midtrace/demo.duckdb, "
                    "replaced on every run.")
-@host_option
-@click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True, default=4318,
-              type=click.IntRange(0, 65535), help="OTLP/HTTP and query API port; 0 picks a free one.")
+@collector_options
 @dashboard_port_option
-def demo(db: Path | None, host: str, http_port: int, port: int) -> None:
-    """Load the bundled sample traces into a fresh database and start collector + dashboard."""
-    from dashboard.launch import LaunchError, run_serve
+@click.pass_context
+def demo(ctx: click.Context, db: Path | None, port: int, **options: Any) -> None:
+    """Load the bundled sample traces into a fresh database and start collector + dashboard.
+
+    A default port that something else holds (an OpenTelemetry Collector on 4317, say) is
+    swapped for a free one; a port you name is used as given.
+    """
     from midtrace.demo import DEFAULT_DB, DemoError, fresh_database, load_samples, sample_files
 
     path = db or DEFAULT_DB
+    host = options["host"]
+    for name in ("http_port", "grpc_port"):
+        if _is_default(ctx, name):
+            options[name] = _swap_if_taken(host, options[name])
+    if _is_default(ctx, "port"):
+        port = _swap_if_taken(host, port)
+    settings = ServeSettings(_collector_settings(path, **options), dashboard_port=port)
     try:
+        settings.check()
         fresh_database(path, owned=db is None)
         files = sample_files()
         with click.progressbar(length=len(files), label="loading sample traces", file=sys.stderr,
                                show_pos=True) as bar:
-            report = load_samples(path, progress=bar.update)
-    except DemoError as e:
+            report = load_samples(path, keep_text=settings.collector.keep_text,
+                                  progress=bar.update)
+    except (DemoError, LaunchError) as e:
         _fail(str(e), EXIT_USAGE)
     click.echo(f"loaded {report.spans} spans and {report.outcomes} late outcomes from "
                f"{report.files} sample files into {path} (synthetic data, see sample_traces/README.md)",
                err=True)
     try:
-        code = run_serve(str(path), host, http_port, port, None)
+        code = run_serve(settings)
     except LaunchError as e:
-        _fail(f"{e} (pass --http-port 0 --port 0 to pick free ports)", EXIT_USAGE)
+        _fail(f"{e} (pass --http-port 0 --grpc-port 0 --port 0 to pick free ports)", EXIT_USAGE)
     sys.exit(code)
+
+
+def _is_default(ctx: click.Context, param: str) -> bool:
+    return ctx.get_parameter_source(param) is click.core.ParameterSource.DEFAULT
+
+
+def _swap_if_taken(host: str, port: int) -> int:
+    free = port_or_any(host, port)
+    if free != port:
+        click.echo(f"port {port} is taken; the demo uses a free one instead", err=True)
+    return free
 
 
 # --- reading: report and gate ------------------------------------------------------------------

@@ -45,8 +45,9 @@ def fresh_database(db: Path, owned: bool) -> None:
         path.unlink(missing_ok=True)
 
 
-def load_samples(db: Path, progress: Callable[[int], None] | None = None) -> IngestReport:
-    store = Store.open(db)
+def load_samples(db: Path, keep_text: bool = True,
+                 progress: Callable[[int], None] | None = None) -> IngestReport:
+    store = Store.open(db, keep_text=keep_text)
     try:
         return ingest_files(store, sample_files(), progress=progress)
     finally:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from dashboard.launch import DashboardSettings, _stop, start_dashboard  # noqa: E402
+from midtrace.supervise import DashboardSettings, start_dashboard, stop  # noqa: E402
 from midtrace.client import open_client  # noqa: E402
 from tests.browser import EXCEPTION, PAGES, launch, page_url, wait_rendered  # noqa: E402
 
@@ -72,7 +72,7 @@ def shoot(db: str, out: Path, trace_id: str | None, width: int) -> list[Path]:
                 print(f"wrote {path}", flush=True)
             browser.close()
     finally:
-        _stop(process)
+        stop(process)
     return written
 
 

@@ -13,11 +13,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from collector.store import Store
-from dashboard import launch
+from midtrace import supervise as launch
 from tests.dashboard_data import Fixture, send_all
 from tests.procs import start_collector
 
-APP = str(Path(launch.__file__).with_name("app.py"))
+APP = str(launch.app_path())
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,8 @@ def expected_requests() -> int:
 def test_demo_serves_the_samples_and_stops_on_a_signal(tmp_path: Path, stop: signal.Signals) -> None:
     db = tmp_path / "demo.duckdb"
     process = subprocess.Popen(
-        [sys.executable, "-m", "midtrace", "demo", "--db", str(db), "--http-port", "0", "--port", "0"],
+        [sys.executable, "-m", "midtrace", "demo", "--db", str(db), "--http-port", "0", "--grpc-port", "0",
+         "--port", "0"],
         stdout=subprocess.PIPE, stderr=open(tmp_path / "demo.log", "w"), text=True, cwd=tmp_path,
         env={**os.environ, "MIDTRACE_LOG_LEVEL": "warning"})
     assert process.stdout is not None
@@ -61,7 +62,7 @@ def test_demo_never_deletes_a_file_the_user_named(tmp_path: Path) -> None:
     precious = tmp_path / "precious.duckdb"
     precious.write_bytes(b"not yours")
     run = subprocess.run([sys.executable, "-m", "midtrace", "demo", "--db", str(precious),
-                          "--http-port", "0", "--port", "0"], capture_output=True, text=True)
+                          "--http-port", "0", "--grpc-port", "0", "--port", "0"], capture_output=True, text=True)
     assert run.returncode == 2
     assert "already exists" in run.stderr
     assert precious.read_bytes() == b"not yours"

@@ -1,15 +1,16 @@
-"""Start the dashboard (a Streamlit server) and, for `serve`, a collector beside it.
+"""Process supervision for `dashboard`, `serve` and `demo`: start the children, wait until
+they are ready, print their addresses, forward SIGINT/SIGTERM, stop the rest when one dies.
 
-Nothing here imports Streamlit: the app runs in a child process (`python -m streamlit run
-dashboard/app.py`) and learns where its data comes from through environment variables
-(MIDTRACE_URL, MIDTRACE_DB, MIDTRACE_TOKEN, MIDTRACE_REQUIRE_TOKEN). This process waits
-for Streamlit's health endpoint, prints the address, forwards SIGINT/SIGTERM and reports
-the child's fate as an exit code.
+Each child's command line and environment are built here from one complete settings object.
+Nothing here imports Streamlit or the dashboard: the app runs in a child process
+(`python -m streamlit run <dashboard folder>/app.py`) and learns where its data comes from
+through the environment variables below. Secrets (the token, forward headers) travel in the
+environment, never in argv, where `ps` shows them.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import importlib.util
 import logging
 import os
 import re
@@ -17,26 +18,37 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO
+from urllib.parse import quote
 
 import httpx
 
+from collector.settings import (
+    DEFAULT_HOST, CollectorSettings, SettingsError, check_exposure, is_loopback)
+
 log = logging.getLogger(__name__)
 
-APP = Path(__file__).with_name("app.py")
 HEALTH_PATH = "/_stcore/health"
 COLLECTOR_READY = re.compile(r"listening on (http://\S+)")
+DEFAULT_DASHBOARD_PORT = 8501
 
 # What the app reads (dashboard/data.py): where the data is, and whether to ask for the token.
 ENV_URL = "MIDTRACE_URL"
 ENV_DB = "MIDTRACE_DB"
 ENV_TOKEN = "MIDTRACE_TOKEN"
 ENV_REQUIRE_TOKEN = "MIDTRACE_REQUIRE_TOKEN"
+# The collector options a child collector could otherwise pick up from this process's
+# environment: its command line states every one of them instead.
+COLLECTOR_ENV = ("MIDTRACE_DB", "MIDTRACE_STORE", "MIDTRACE_HOST", "MIDTRACE_HTTP_PORT",
+                 "MIDTRACE_GRPC_PORT", "MIDTRACE_MAX_BODY_MB", "MIDTRACE_QUEUE_SIZE",
+                 "MIDTRACE_NO_TEXT", "MIDTRACE_FORWARD", "MIDTRACE_FORWARD_HEADERS",
+                 "MIDTRACE_FORWARD_QUEUE", "MIDTRACE_TOKEN")
 
 
 class LaunchError(Exception):
@@ -48,8 +60,8 @@ class DashboardSettings:
     url: str | None = None
     db: str | None = None
     token: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 8501
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_DASHBOARD_PORT
 
     def check(self) -> None:
         """Refuse settings that cannot work, with a message that says how to fix them."""
@@ -58,19 +70,25 @@ class DashboardSettings:
                               "not both and not neither")
         if self.db is not None and not Path(self.db).is_file():
             raise LaunchError(f"{self.db} does not exist; point --db at a midtrace DuckDB file")
-        if not is_loopback(self.host) and not self.token:
-            raise LaunchError(f"--host {self.host} exposes the dashboard beyond this machine; "
-                              "set --token (or MIDTRACE_TOKEN) so that opening it asks for the "
-                              "token, or bind 127.0.0.1")
+        _check_exposure(self.host, self.token, "dashboard")
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+@dataclass(frozen=True)
+class ServeSettings:
+    """A collector and a dashboard reading through it, on the collector's host and token."""
+
+    collector: CollectorSettings
+    dashboard_port: int = DEFAULT_DASHBOARD_PORT
+
+    def check(self) -> None:
+        _check_exposure(self.collector.host, self.collector.token, "collector and the dashboard")
+
+
+def _check_exposure(host: str, token: str | None, what: str) -> None:
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+        check_exposure(host, token, what)
+    except SettingsError as e:
+        raise LaunchError(str(e)) from None
 
 
 def free_port(host: str) -> int:
@@ -78,6 +96,17 @@ def free_port(host: str) -> int:
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def port_or_any(host: str, port: int) -> int:
+    """``port`` if it can be bound on ``host`` now, else 0 (any free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return 0
+    return port
 
 
 def _url_host(host: str) -> str:
@@ -93,8 +122,16 @@ def _reachable_host(host: str) -> str:
     return host
 
 
+def app_path() -> Path:
+    """The dashboard's Streamlit script, found without importing the dashboard."""
+    spec = importlib.util.find_spec("dashboard")
+    if spec is None or not spec.submodule_search_locations:
+        raise LaunchError("the dashboard is not installed with this midtrace")
+    return Path(next(iter(spec.submodule_search_locations))) / "app.py"
+
+
 def streamlit_command(host: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
+    return [sys.executable, "-m", "streamlit", "run", str(app_path()),
             "--server.headless", "true", "--server.address", host, "--server.port", str(port),
             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
             "--client.toolbarMode", "viewer", "--theme.base", "light"]
@@ -112,6 +149,27 @@ def streamlit_env(settings: DashboardSettings) -> dict[str, str]:
         env[ENV_TOKEN] = settings.token
     env[ENV_REQUIRE_TOKEN] = "0" if is_loopback(settings.host) else "1"
     return env
+
+
+def collector_command(settings: CollectorSettings) -> tuple[list[str], dict[str, str]]:
+    """`midtrace collector` with every setting stated: (argv, environment)."""
+    argv = [sys.executable, "-m", "midtrace", "collector", "--db", settings.db,
+            "--host", settings.host, "--http-port", str(settings.http_port),
+            "--grpc-port", str(settings.grpc_port),
+            "--max-body-mb", str(settings.max_body_bytes // (1024 * 1024)),
+            "--queue-size", str(settings.queue_size),
+            "--forward-queue", str(settings.forward_queue)]
+    if not settings.keep_text:
+        argv.append("--no-text")
+    for url in settings.forward:
+        argv += ["--forward", url]
+    env = {k: v for k, v in os.environ.items() if k not in COLLECTOR_ENV}
+    if settings.token:
+        env["MIDTRACE_TOKEN"] = settings.token
+    if settings.forward_headers:
+        env["MIDTRACE_FORWARD_HEADERS"] = ",".join(
+            f"{key}={quote(value, safe='')}" for key, value in settings.forward_headers.items())
+    return argv, env
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -144,12 +202,41 @@ def start_dashboard(settings: DashboardSettings,
     try:
         wait_healthy(f"http://{_url_host(_reachable_host(settings.host))}:{port}", process)
     except BaseException:
-        _stop(process)
+        stop(process)
         raise
     return process, url
 
 
-def _stop(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
+def start_collector(settings: CollectorSettings) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `midtrace collector` and wait for its "listening on URL" line."""
+    argv, env = collector_command(settings)
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=sys.stderr,
+                               stdin=subprocess.DEVNULL)
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        raw = process.stdout.readline()
+        if not raw:
+            break
+        line = raw.decode(errors="replace")
+        print(line, end="", file=sys.stderr, flush=True)
+        match = COLLECTOR_READY.search(line)
+        if match:
+            # Keep draining its stdout so the collector never blocks on a full pipe.
+            _drain(process.stdout)
+            return process, match.group(1)
+    stop(process)
+    raise LaunchError(f"the collector did not start (exit code {process.poll()}); its log is above")
+
+
+def _drain(stream: IO[bytes]) -> None:
+    def pump() -> None:
+        for raw in iter(stream.readline, b""):
+            sys.stderr.write(raw.decode(errors="replace"))
+    threading.Thread(target=pump, daemon=True).start()
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -193,7 +280,7 @@ def _supervise(children: dict[str, subprocess.Popen[bytes]], stopper: _Stopper) 
         return 0
     finally:
         for child in reversed(list(children.values())):
-            _stop(child)
+            stop(child)
 
 
 def run_dashboard(settings: DashboardSettings) -> int:
@@ -204,53 +291,20 @@ def run_dashboard(settings: DashboardSettings) -> int:
         return _supervise({"dashboard": process}, stopper)
 
 
-def start_collector(db: str, host: str, http_port: int,
-                    extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `midtrace collector` and wait for its "listening on URL" line."""
-    process = subprocess.Popen([sys.executable, "-m", "midtrace", "collector", "--db", db,
-                                "--host", host, "--http-port", str(http_port), *(extra or [])],
-                               stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        raw = process.stdout.readline()
-        if not raw:
-            break
-        line = raw.decode(errors="replace")
-        print(line, end="", file=sys.stderr, flush=True)
-        match = COLLECTOR_READY.search(line)
-        if match:
-            # Keep draining its stdout so the collector never blocks on a full pipe.
-            _drain(process.stdout)
-            return process, match.group(1)
-    _stop(process)
-    raise LaunchError(f"the collector did not start (exit code {process.poll()}); its log is above")
-
-
-def _drain(stream: IO[bytes]) -> None:
-    import threading
-
-    def pump() -> None:
-        for raw in iter(stream.readline, b""):
-            sys.stderr.write(raw.decode(errors="replace"))
-    threading.Thread(target=pump, daemon=True).start()
-
-
-def run_serve(db: str, host: str, http_port: int, port: int, token: str | None) -> int:
-    """A team's shared instance: a collector on DB and a dashboard reading through it."""
-    DashboardSettings(url="http://placeholder", host=host, port=port, token=token).check()
-    if not is_loopback(host):
-        log.warning("the collector on %s:%s serves OTLP and its read-only query API to the "
-                    "network; only the dashboard asks for the token", host, http_port)
+def run_serve(settings: ServeSettings) -> int:
+    """A team's shared instance: a collector and a dashboard reading through it."""
+    settings.check()
+    host, token = settings.collector.host, settings.collector.token
     with _Stopper() as stopper:
-        collector, collector_url = start_collector(db, host, http_port)
+        collector, collector_url = start_collector(settings.collector)
         children = {"collector": collector}
         try:
-            local = collector_url.replace(f"//{_url_host(host)}:", f"//{_url_host(_reachable_host(host))}:")
-            settings = DashboardSettings(url=local, token=token, host=host, port=port)
-            dashboard, url = start_dashboard(settings)
+            local = collector_url.replace(f"//{_url_host(host)}:",
+                                          f"//{_url_host(_reachable_host(host))}:")
+            dashboard, url = start_dashboard(DashboardSettings(
+                url=local, token=token, host=host, port=settings.dashboard_port))
         except BaseException:
-            _stop(collector)
+            stop(collector)
             raise
         children["dashboard"] = dashboard
         print(f"midtrace collector at {collector_url} (OTLP/HTTP {collector_url}/v1/traces)",

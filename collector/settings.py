@@ -1,0 +1,59 @@
+"""The collector's settings, and the one rule every server midtrace starts follows:
+bound beyond loopback, it asks for a token.
+
+Standard library only: the CLI and the process supervisor build these without importing
+the server's dependencies.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 4318
+DEFAULT_GRPC_PORT = 4317
+DEFAULT_MAX_BODY_MB = 64
+DEFAULT_QUEUE_SIZE = 256
+DEFAULT_FORWARD_QUEUE = 1000
+
+
+class SettingsError(ValueError):
+    """Settings that cannot work; the message says how to fix them."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None, what: str) -> None:
+    """Refuse to serve ``what`` beyond this machine without a token."""
+    if token is not None and not token.strip():
+        raise SettingsError("--token / MIDTRACE_TOKEN is empty; set a token or leave it unset")
+    if not is_loopback(host) and not token:
+        raise SettingsError(
+            f"--host {host} exposes the {what} beyond this machine, so it needs a token: set "
+            "MIDTRACE_TOKEN (or --token, which other users can see in ps), or bind 127.0.0.1")
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    db: str
+    host: str = DEFAULT_HOST
+    http_port: int = DEFAULT_HTTP_PORT
+    max_body_bytes: int = DEFAULT_MAX_BODY_MB * 1024 * 1024
+    queue_size: int = DEFAULT_QUEUE_SIZE
+    grpc_port: int = DEFAULT_GRPC_PORT
+    token: str | None = None
+    keep_text: bool = True
+    forward: tuple[str, ...] = ()
+    forward_headers: dict[str, str] = field(default_factory=dict)
+    forward_queue: int = DEFAULT_FORWARD_QUEUE
+
+    def check(self) -> None:
+        check_exposure(self.host, self.token, "collector (OTLP and its query API)")
