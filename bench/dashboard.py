@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from collector.settings import CollectorSettings  # noqa: E402
+from midtrace.collector.settings import CollectorSettings  # noqa: E402
 from midtrace.supervise import DashboardSettings, start_collector, start_dashboard, stop  # noqa: E402
 from midtrace.client import open_client  # noqa: E402
 from tests.browser import EXCEPTION, PAGES, launch, page_url, wait_rendered  # noqa: E402

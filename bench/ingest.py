@@ -49,8 +49,8 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from schemas.encode import record_request  # noqa: E402
-from schemas.model import Chunk, Placement, RagRecord  # noqa: E402
+from midtrace.schemas.encode import record_request  # noqa: E402
+from midtrace.schemas.model import Chunk, Placement, RagRecord  # noqa: E402
 
 CORPUS = 50_000
 RETRIEVED, KEPT = 20, 8
@@ -220,9 +220,9 @@ def send_all(path: str, host: str, port: int, connections: int, out: Any) -> Non
 
 def decode_cost(batches: list[bytes], n_requests: int) -> tuple[float, float]:
     """Microseconds per request: protobuf parse + flatten + checks; then normalization."""
-    from collector.normalize import normalize_trace
-    from collector.receive import check_spans
-    from schemas.otlp import parse_protobuf
+    from midtrace.collector.normalize import normalize_trace
+    from midtrace.collector.receive import check_spans
+    from midtrace.collector.otlp import parse_protobuf
 
     sample = batches[: max(1, len(batches) // 10)]
     per = n_requests / len(batches)
@@ -313,9 +313,9 @@ def profile(run: str, n: int, seed: int, workdir: Path) -> None:
     import cProfile
     import pstats
 
-    from collector.receive import check_spans
-    from collector.store import Store, WriteJob
-    from schemas.otlp import parse_protobuf
+    from midtrace.collector.receive import check_spans
+    from midtrace.collector.store import Store, WriteJob
+    from midtrace.collector.otlp import parse_protobuf
 
     batches, _ = build_batches(run, n, seed)
     store = Store.open(workdir / f"profile-{run}.duckdb")

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import duckdb  # noqa: E402
 
-from collector.store import Store, connect, refresh_evidence  # noqa: E402
-from schemas import reads  # noqa: E402
-from schemas.reads import Filters  # noqa: E402
+from midtrace.collector.store import Store, connect, refresh_evidence  # noqa: E402
+from midtrace.schemas import reads  # noqa: E402
+from midtrace.schemas.reads import Filters  # noqa: E402
 
 CHUNKS_PER_REQUEST = 20
 

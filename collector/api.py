@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from schemas import reads
-from schemas.reads import Filters, QueryError
+from midtrace.schemas import reads
+from midtrace.schemas.reads import Filters, QueryError
 
 log = logging.getLogger(__name__)
 

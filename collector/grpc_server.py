@@ -18,12 +18,12 @@ from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.auth import token_matches
-from collector.forward import Batch
-from collector.intake import Intake
-from collector.receive import PROTOBUF
-from collector.writer import QueueFull
-from schemas.otlp import PayloadError, parse_protobuf
+from midtrace.collector.auth import token_matches
+from midtrace.collector.forward import Batch
+from midtrace.collector.intake import Intake
+from midtrace.collector.receive import PROTOBUF
+from midtrace.collector.writer import QueueFull
+from midtrace.collector.otlp import PayloadError, parse_protobuf
 
 log = logging.getLogger(__name__)
 

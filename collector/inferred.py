@@ -23,11 +23,11 @@ from functools import cached_property
 from datetime import UTC, datetime
 from typing import Any
 
-from collector.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
-from schemas.chunk_hash import content_hash
-from schemas.decode import estimate_tokens
-from schemas.model import Chunk, Convention, Placement, RagRecord, RagRequest, Stage
-from schemas.otlp import SpanRecord
+from midtrace.collector.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
+from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.decode import estimate_tokens
+from midtrace.schemas.model import Chunk, Convention, Placement, RagRecord, RagRequest, Stage
+from midtrace.schemas.span import SpanRecord
 
 ATTRIBUTE_LIMIT_WARNING = (
     "{n} span(s) of this trace lost attributes to the OpenTelemetry SDK's limit of 128 "

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.forward import Batch, Forwarder
-from collector.receive import SpanCheck, SpanPairs, check_spans
-from collector.store import WriteJob
-from collector.writer import QueueFull, Writer
-from schemas.otlp import SpanRecord
+from midtrace.collector.forward import Batch, Forwarder
+from midtrace.collector.receive import SpanCheck, SpanPairs, check_spans
+from midtrace.collector.store import WriteJob
+from midtrace.collector.writer import QueueFull, Writer
+from midtrace.schemas.span import SpanRecord
 
 ATTRIBUTE_LIMIT_ADVICE = (
     "spans arrived with attributes dropped by the sending SDK's attribute limit (128 per span "

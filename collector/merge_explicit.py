@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from collector.inferred import evidence_tokens
-from schemas.chunk_hash import content_hash
-from schemas.decode import estimate_tokens
-from schemas.model import Chunk, Placement, RagRecord, RagRequest
+from midtrace.collector.inferred import evidence_tokens
+from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.decode import estimate_tokens
+from midtrace.schemas.model import Chunk, Placement, RagRecord, RagRequest
 
 _POSITION_FIELDS = ("chunks", "placements", "outcome", "prompt_chars")
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from collector.genai import normalize_genai
-from collector.merge_explicit import merge_explicit
-from collector.openinference import normalize_openinference
-from schemas.decode import decode_trace
-from schemas.model import RagRequest
-from schemas.otlp import SpanRecord
+from midtrace.collector.genai import normalize_genai
+from midtrace.collector.merge_explicit import merge_explicit
+from midtrace.collector.openinference import normalize_openinference
+from midtrace.schemas.decode import decode_trace
+from midtrace.schemas.model import RagRequest
+from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from collector.attr_values import identifier, indexed, integer, json_value, number, source_id, string
-from collector.inferred import Document, LlmCall, Observation, Ranking, assemble
-from collector.locate import citation_pattern
-from schemas.model import RagRequest
-from schemas.otlp import SpanRecord
+from midtrace.collector.attr_values import identifier, indexed, integer, json_value, number, source_id, string
+from midtrace.collector.inferred import Document, LlmCall, Observation, Ranking, assemble
+from midtrace.collector.locate import citation_pattern
+from midtrace.schemas.model import RagRequest
+from midtrace.schemas.span import SpanRecord
 
 SPAN_KIND = "openinference.span.kind"
 INPUT_VALUE = "input.value"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from collector.store import Store
-from schemas import sqlfiles
+from midtrace.collector.store import Store
+from midtrace.schemas import sqlfiles
 
 BATCH_TRACES = 2_000
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from collector.store import Store, connect
-from schemas import sqlfiles
+from midtrace.collector.store import Store, connect
+from midtrace.schemas import sqlfiles
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

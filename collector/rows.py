@@ -11,8 +11,8 @@ from typing import Any
 import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
 import pyarrow as pa
 
-from schemas.chunk_hash import content_hash
-from schemas.model import Outcome, RagRequest
+from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.model import Outcome, RagRequest
 
 REQUESTS = pa.schema([
     ("request_id", pa.int64()), ("trace_id", pa.string()), ("time", pa.timestamp("us", tz="UTC")),

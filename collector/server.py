@@ -27,15 +27,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from collector.api import query_routes
-from collector.auth import BearerToken
-from collector.forward import Batch, Forwarder
-from collector.intake import Intake
-from collector.receive import (
+from midtrace.collector.api import query_routes
+from midtrace.collector.auth import BearerToken
+from midtrace.collector.forward import Batch, Forwarder
+from midtrace.collector.intake import Intake
+from midtrace.collector.receive import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
-from collector.settings import CollectorSettings
-from collector.store import Store, WriteJob
-from collector.writer import QueueFull, Writer
+from midtrace.collector.settings import CollectorSettings
+from midtrace.collector.store import Store, WriteJob
+from midtrace.collector.writer import QueueFull, Writer
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ async def _serve(app: Starlette, sock: socket.socket, intake: Intake,
                  settings: CollectorSettings) -> None:
     import uvicorn
 
-    from collector.grpc_server import start_grpc
+    from midtrace.collector.grpc_server import start_grpc
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager

@@ -19,13 +19,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from collector.normalize import normalize_trace
-from collector.known import KnownTraces
-from collector.rows import Rows
-from collector.spanstore import SpanEncoder, span_from_row
-from schemas import sqlfiles
-from schemas.model import Outcome, RagRequest
-from schemas.otlp import SpanRecord
+from midtrace.collector.normalize import normalize_trace
+from midtrace.collector.known import KnownTraces
+from midtrace.collector.rows import Rows
+from midtrace.collector.spanstore import SpanEncoder, span_from_row
+from midtrace.schemas import sqlfiles
+from midtrace.schemas.model import Outcome, RagRequest
+from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
 

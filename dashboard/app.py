@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, filters, ui
+from midtrace.dashboard import data, filters, ui
 
 st.set_page_config(page_title="midtrace", page_icon="◧", layout="wide",
                    initial_sidebar_state="expanded")

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import data
+from midtrace.dashboard import data
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
@@ -73,7 +73,7 @@ def empty_state() -> None:
         f"1. Run a collector: `midtrace collector --db traces.duckdb` (or `midtrace serve`).\n"
         f"2. Point your app's OTLP exporter at it:\n\n"
         f"   ```bash\n   export OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={target}/v1/traces\n   ```\n"
-        "3. Record each answered question on its LLM span with `schemas.encode.record_request` "
+        "3. Record each answered question on its LLM span with `midtrace.schemas.encode.record_request` "
         "(midtrace conventions), or keep your OpenInference / OTel GenAI instrumentation: the "
         "collector reads those too.\n"
         "4. Grades can follow later: `POST /v1/outcomes`.\n\n"

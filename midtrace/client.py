@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc
 
-from schemas import reads
-from schemas.reads import Filters, QueryError
+from midtrace.schemas import reads
+from midtrace.schemas.reads import Filters, QueryError
 
 __all__ = ["Client", "ClientError", "Filters", "FileClient", "HttpClient", "QueryError",
            "ReadOnlyError", "SourceError", "open_client"]
@@ -97,7 +97,7 @@ class FileClient(_Backend):
     read_only = True
 
     def __init__(self, path: str | Path) -> None:
-        from collector.store import StoreError, connect
+        from midtrace.collector.store import StoreError, connect
 
         path = Path(path)
         if not path.exists():

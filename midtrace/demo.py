@@ -10,8 +10,8 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from collector.ingest import IngestReport, ingest_files
-from collector.store import Store
+from midtrace.collector.ingest import IngestReport, ingest_files
+from midtrace.collector.store import Store
 
 DEFAULT_DB = Path(".midtrace") / "demo.duckdb"
 
@@ -22,7 +22,7 @@ class DemoError(Exception):
 
 def sample_files() -> list[Path]:
     """Trace files first, then outcome files (an outcome may name a trace loaded before it)."""
-    folder = Path(str(resources.files("sample_traces")))
+    folder = Path(str(resources.files("midtrace.sample_traces")))
     traces = sorted(folder.glob("*.jsonl.gz")) + sorted(folder.glob("*.jsonl"))
     outcomes = sorted(folder.glob("*outcomes*.json"))
     if not traces:

@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import httpx
 
-from collector.settings import (
+from midtrace.collector.settings import (
     DEFAULT_HOST, CollectorSettings, SettingsError, check_exposure, is_loopback)
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def _reachable_host(host: str) -> str:
 
 def app_path() -> Path:
     """The dashboard's Streamlit script, found without importing the dashboard."""
-    spec = importlib.util.find_spec("dashboard")
+    spec = importlib.util.find_spec("midtrace.dashboard")
     if spec is None or not spec.submodule_search_locations:
         raise LaunchError("the dashboard is not installed with this midtrace")
     return Path(next(iter(spec.submodule_search_locations))) / "app.py"

@@ -2,7 +2,7 @@
 
 Each request becomes one trace: a root ``rag.request`` span, a ``retrieve`` child and an
 ``llm.chat`` child that carries the midtrace attributes, set by the same
-``schemas.encode.record_request`` an app calls. Ids come from a seeded IdGenerator and every
+``midtrace.schemas.encode.record_request`` an app calls. Ids come from a seeded IdGenerator and every
 span has explicit start and end times, so the same input gives the same bytes.
 """
 
@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
-from schemas.encode import record_request
-from schemas.file_exporter import OtlpJsonFileExporter
-from schemas.model import Outcome, RagRecord
+from midtrace.schemas.encode import record_request
+from midtrace.collector.file_exporter import OtlpJsonFileExporter
+from midtrace.schemas.model import Outcome, RagRecord
 
 SCOPE = "midtrace.sample_traces"
 SCOPE_VERSION = "1"

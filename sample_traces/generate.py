@@ -3,11 +3,11 @@
 No real user, company or model call is behind them: a fixed seed drives a simulation of a
 support assistant ("Fieldnote", a fictional SaaS) and of a position sweep, and the requests
 are written through the same public path an app uses, the OpenTelemetry SDK with
-``schemas.encode.record_request`` on the answering span, exported by
-``schemas.file_exporter.OtlpJsonFileExporter``. Every resource carries
+``midtrace.schemas.encode.record_request`` on the answering span, exported by
+``midtrace.collector.file_exporter.OtlpJsonFileExporter``. Every resource carries
 ``midtrace.sample="synthetic"``. Same seed, same bytes.
 
-    python sample_traces/generate.py [--out DIR] [--seed N] [--requests N] [--sweep-cases N]
+    python -m midtrace.sample_traces.generate [--out DIR] [--seed N] [--requests N] [--sweep-cases N]
 
 The simulated model answers by a U-shaped position curve (``UCurve`` in simulate.py):
 P(correct | decisive chunk at relative position x) is ``start`` at x=0, ``middle`` at x=0.5
@@ -28,10 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sample_traces.simulate import Template, UCurve  # noqa: E402
+from midtrace.sample_traces.simulate import Template, UCurve
 
 # --- simulation parameters ---------------------------------------------------------------
 
@@ -59,9 +57,9 @@ TAXONOMY = ("answered", "missing", "dropped", "buried", "unused", "unlabeled", "
 
 # -------------------------------------------------------------------------------------------
 
-from sample_traces import support, sweep  # noqa: E402
-from sample_traces.emit import FileJob, write_trace_file  # noqa: E402
-from sample_traces.simulate import outcome_json  # noqa: E402
+from midtrace.sample_traces import support, sweep
+from midtrace.sample_traces.emit import FileJob, write_trace_file
+from midtrace.sample_traces.simulate import outcome_json
 
 
 def generate(out: Path, seed: int = DEFAULT_SEED, requests: int = DEFAULT_REQUESTS,

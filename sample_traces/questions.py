@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sample_traces.corpus import CHUNKS
+from midtrace.sample_traces.corpus import CHUNKS
 
 
 @dataclass(frozen=True)

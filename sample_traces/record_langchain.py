@@ -9,7 +9,7 @@ citations in this sample are all inferred by the collector.
 Everything is fixed (documents, questions, answers, the fake model); trace ids and times
 differ from run to run.
 
-    uv run python sample_traces/record_langchain.py [OUT.jsonl]
+    .venv/bin/python -m midtrace.sample_traces.record_langchain [OUT.jsonl]
 """
 
 from __future__ import annotations
@@ -25,16 +25,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sample_traces.langchain_rag_app import (  # noqa: E402
+from midtrace.sample_traces.langchain_rag_app import (
     KeywordRetriever,
     build_chain,
     prompt_messages,
     select,
 )
-from schemas.file_exporter import OtlpJsonFileExporter  # noqa: E402
+from midtrace.collector.file_exporter import OtlpJsonFileExporter
 
 OUT = Path(__file__).resolve().parent / "langchain_rag.jsonl"
 SERVICE = "policy-bot"

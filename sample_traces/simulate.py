@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sample_traces.corpus import CorpusChunk
-from schemas.model import Chunk, DropReason, Outcome, Placement, RagRecord
+from midtrace.sample_traces.corpus import CorpusChunk
+from midtrace.schemas.model import Chunk, DropReason, Outcome, Placement, RagRecord
 
 BAND_EARLY_END = 1 / 3
 BAND_LATE_START = 2 / 3

@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from midtrace import packing
-from sample_traces.corpus import CHUNKS, mirror_original
-from sample_traces.emit import SimRequest, latency_ms
-from sample_traces.questions import BY_ID, QUESTIONS, Question, label_for
-from sample_traces.simulate import (
+from midtrace.schemas import packing
+from midtrace.sample_traces.corpus import CHUNKS, mirror_original
+from midtrace.sample_traces.emit import SimRequest, latency_ms
+from midtrace.sample_traces.questions import BY_ID, QUESTIONS, Question, label_for
+from midtrace.sample_traces.simulate import (
     Answer, Template, UCurve, band, chunk_row, cite, classify, confidence_for, lay_out,
     merge_outcomes, placements_for)
-from schemas.model import Chunk, DropReason, Outcome, RagRecord
+from midtrace.schemas.model import Chunk, DropReason, Outcome, RagRecord
 
 START = datetime(2026, 10, 26, tzinfo=UTC)  # Monday of ISO week 2026-W44
 WEEKS = 4

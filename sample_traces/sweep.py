@@ -4,7 +4,7 @@ Each case is one in-corpus question with its decisive chunk (the first direct an
 fixed distractors from the same knowledge base, near misses first. Condition ``rank_r`` puts
 the decisive chunk at retrieval rank r (1..10) among the first nine distractors; ``absent``
 sends the ten distractors alone. Every condition runs under ``score_order``, ``edge`` and
-``long_context_reorder`` (prompt order from midtrace.packing) for every model. The grade is
+``long_context_reorder`` (prompt order from midtrace.schemas.packing) for every model. The grade is
 on the span: correct with probability ``UCurve.p(x)``, x = (slot - 1) / (k - 1) of the
 decisive chunk's prompt slot, or ``no_evidence`` when absent.
 """
@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from midtrace import packing
-from sample_traces.corpus import CHUNKS
-from sample_traces.emit import SimRequest, latency_ms
-from sample_traces.questions import QUESTIONS, Question, label_for
-from sample_traces.simulate import (
+from midtrace.schemas import packing
+from midtrace.sample_traces.corpus import CHUNKS
+from midtrace.sample_traces.emit import SimRequest, latency_ms
+from midtrace.sample_traces.questions import QUESTIONS, Question, label_for
+from midtrace.sample_traces.simulate import (
     UCurve, chunk_row, cite, classify, confidence_for, lay_out, placements_for)
-from schemas.model import Outcome, RagRecord
+from midtrace.schemas.model import Outcome, RagRecord
 
 EXPERIMENT_ID = "sweep-2026-11"
 START = datetime(2026, 11, 19, 2, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ from dataclasses import fields, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
-from schemas import conventions as c
-from schemas.model import DROP_REASONS, STAGES, Chunk, Outcome, Placement, RagRecord, RagRequest
-from schemas.otlp import SpanRecord
+from midtrace.schemas import conventions as c
+from midtrace.schemas.model import DROP_REASONS, STAGES, Chunk, Outcome, Placement, RagRecord, RagRequest
+from midtrace.schemas.span import SpanRecord
 
 # Characters per token when a prompt reports no token count (DESIGN.md, "Tokens").
 CHARS_PER_TOKEN = 4.0

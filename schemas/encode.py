@@ -13,8 +13,8 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from schemas import conventions as c
-from schemas.model import Outcome, RagRecord
+from midtrace.schemas import conventions as c
+from midtrace.schemas.model import Outcome, RagRecord
 
 
 def _put(attrs: dict[str, Any], key: str, value: Any) -> None:

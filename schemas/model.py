@@ -1,7 +1,7 @@
 """The one model of a RAG request: what an app records and what the collector stores.
 
 An app builds a :class:`RagRecord` (the request as it saw it) and records it on a span
-with :func:`schemas.encode.record_request`. The collector decodes the trace back into a
+with :func:`midtrace.schemas.encode.record_request`. The collector decodes the trace back into a
 :class:`RagRequest`: the same record plus what only the trace knows (trace id, time,
 service). Chunks and placements are separate so a chunk placed twice in the prompt has one
 chunk and two placements (DESIGN.md, "Placements").

@@ -27,7 +27,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from schemas import sqlfiles
+from midtrace.schemas import sqlfiles
 
 FILTER_KEYS: tuple[str, ...] = (
     "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket")

@@ -19,7 +19,7 @@ class SqlFile:
 
 def _folder(name: str) -> list[SqlFile]:
     files = []
-    for entry in resources.files("schemas").joinpath("sql", name).iterdir():
+    for entry in resources.files("midtrace.schemas").joinpath("sql", name).iterdir():
         match = re.match(r"^(\d+)_([a-z0-9_]+)\.sql$", entry.name)
         if match:
             files.append(SqlFile(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
@@ -39,4 +39,4 @@ def views() -> list[SqlFile]:
 @lru_cache(maxsize=None)
 def query(name: str) -> str:
     """A named query from schemas/sql/queries/."""
-    return resources.files("schemas").joinpath("sql", "queries", f"{name}.sql").read_text(encoding="utf-8")
+    return resources.files("midtrace.schemas").joinpath("sql", "queries", f"{name}.sql").read_text(encoding="utf-8")

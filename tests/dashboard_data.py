@@ -16,7 +16,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from schemas.model import Chunk, Outcome, Placement, RagRecord
+from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.sender import Sender
 
 FIRST_WEEK = datetime(2026, 10, 12, 9, 0, tzinfo=UTC)  # a Monday, weeks before "today"

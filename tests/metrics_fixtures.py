@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from schemas.model import Chunk, Outcome, Placement, RagRecord
+from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.procs import Proc, start_collector
 
 Z = 1.959964

@@ -10,8 +10,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from schemas.encode import outcome_attributes, record_request
-from schemas.model import Outcome, RagRecord
+from midtrace.schemas.encode import outcome_attributes, record_request
+from midtrace.schemas.model import Outcome, RagRecord
 
 
 @dataclass

@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.forward import Batch, Forwarder
-from schemas.model import RagRecord
+from midtrace.collector.forward import Batch, Forwarder
+from midtrace.schemas.model import RagRecord
 from tests.procs import Proc, start_collector
 from tests.test_collector import finished_spans, rows
 

@@ -6,7 +6,7 @@ import random
 import re
 import unicodedata
 
-from schemas.chunk_hash import normalize_text
+from midtrace.schemas.chunk_hash import normalize_text
 
 DOCUMENTED = re.compile(r"\s+")
 

@@ -16,12 +16,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from schemas import conventions as c
-from schemas import otlp
-from schemas.chunk_hash import content_hash
-from schemas.decode import InvalidAttributes, decode_record, decode_trace
-from schemas.encode import record_request, request_attributes
-from schemas.model import DROP_REASONS, Chunk, Outcome, Placement, RagRecord
+from midtrace.schemas import conventions as c
+from midtrace.collector import otlp
+from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.decode import InvalidAttributes, decode_record, decode_trace
+from midtrace.schemas.encode import record_request, request_attributes
+from midtrace.schemas.model import DROP_REASONS, Chunk, Outcome, Placement, RagRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,9 +162,9 @@ def test_char_offsets_are_scaled_to_tokens_and_marked_estimated() -> None:
 
 
 def test_encoder_imports_nothing_heavier_than_the_api() -> None:
-    code = ("import sys, schemas.encode, schemas.model; "
+    code = ("import sys, midtrace.schemas.encode, midtrace.schemas.model; "
             "heavy = [m for m in ('duckdb', 'pyarrow', 'pandas', 'streamlit', 'opentelemetry.sdk', "
-            "'collector', 'google.protobuf') if m in sys.modules]; print(heavy)")
+            "'midtrace.collector', 'google.protobuf') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          check=True)
     assert out.stdout.strip() == "[]"
@@ -193,7 +193,7 @@ def test_outcome_attributes_on_two_spans_merge_field_by_field() -> None:
 
 
 def test_migration_numbers_are_unique() -> None:
-    from schemas import sqlfiles
+    from midtrace.schemas import sqlfiles
 
     versions = [m.version for m in sqlfiles.migrations()]
     assert len(versions) == len(set(versions)), f"two migrations share a number: {versions}"

@@ -8,8 +8,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from dashboard import figures, frames
-from schemas import sqlfiles
+from midtrace.dashboard import figures, frames
+from midtrace.schemas import sqlfiles
 
 
 def band_frame() -> pd.DataFrame:

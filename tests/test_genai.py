@@ -10,9 +10,9 @@ from typing import Any
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from collector.genai import normalize_genai
-from collector.openinference import normalize_openinference
-from schemas.model import RagRequest
+from midtrace.collector.genai import normalize_genai
+from midtrace.collector.openinference import normalize_openinference
+from midtrace.schemas.model import RagRequest
 from tests.zero_code import provider_with, records
 
 DOCS: list[dict[str, Any]] = [

@@ -8,13 +8,13 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.merge_explicit import merge_explicit
-from collector.openinference import normalize_openinference
-from sample_traces.langchain_rag_app import KeywordRetriever, build_chain, select
-from schemas.chunk_hash import content_hash
-from schemas.decode import decode_trace
-from schemas.encode import record_request
-from schemas.model import Chunk, Outcome, Placement, RagRecord, RagRequest
+from midtrace.collector.merge_explicit import merge_explicit
+from midtrace.collector.openinference import normalize_openinference
+from midtrace.sample_traces.langchain_rag_app import KeywordRetriever, build_chain, select
+from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.decode import decode_trace
+from midtrace.schemas.encode import record_request
+from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord, RagRequest
 from tests.zero_code import instrumented, provider_with, records
 
 QUESTION = "Can I exchange shoes for another size?"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 
-from collector.store import Store
+from midtrace.collector.store import Store
 from midtrace.report import SECTIONS
-from schemas import reads
+from midtrace.schemas import reads
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -18,7 +18,7 @@ import pytest
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from midtrace.client import Filters, HttpClient, open_client
-from schemas.model import Chunk, Outcome
+from midtrace.schemas.model import Chunk, Outcome
 from tests.metrics_fixtures import (
     module_collector, ns, post_outcomes, prompt, record, utc, wilson)
 from tests.procs import Proc

@@ -15,8 +15,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.openinference import normalize_openinference
-from sample_traces.langchain_rag_app import (
+from midtrace.collector.openinference import normalize_openinference
+from midtrace.sample_traces.langchain_rag_app import (
     DOCUMENTS,
     KeywordRetriever,
     build_chain,
@@ -24,8 +24,8 @@ from sample_traces.langchain_rag_app import (
     long_context_reorder,
     select,
 )
-from schemas.chunk_hash import content_hash
-from schemas.model import RagRequest
+from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.model import RagRequest
 from tests.zero_code import prompt_string, records, traced_langchain, where
 
 QUESTION = "How many days do I have to return an item for a refund?"

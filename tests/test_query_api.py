@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
-from collector.store import Store, WriteJob
+from midtrace.collector.store import Store, WriteJob
 from midtrace.client import (
     FileClient, Filters, HttpClient, QueryError, ReadOnlyError, SourceError, open_client)
-from schemas import reads
-from schemas.model import Chunk, Outcome
+from midtrace.schemas import reads
+from midtrace.schemas.model import Chunk, Outcome
 from tests.metrics_fixtures import module_collector, ns, prompt, record
 from tests.procs import Proc
 from tests.sender import Sender
@@ -175,7 +175,7 @@ def test_external_access_off_leaves_the_writer_working(tmp_path: Path) -> None:
     secret.write_text("a\n1\n")
     with pytest.raises(duckdb.Error):
         conn.execute(f"SELECT * FROM read_csv('{secret}')").fetchall()
-    from collector.receive import outcome_from_json
+    from midtrace.collector.receive import outcome_from_json
 
     store.write([WriteJob(outcomes=[outcome_from_json({"trace_id": "ab" * 16, "correct": True})])])
     assert store.counts()["outcomes"] == 1

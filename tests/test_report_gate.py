@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from midtrace import svg
 from midtrace.cli import cli
-from schemas.model import Chunk, Outcome
+from midtrace.schemas.model import Chunk, Outcome
 from tests.metrics_fixtures import module_collector, ns, prompt, record, wilson
 from tests.procs import Proc
 from tests.sender import Sender

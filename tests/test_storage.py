@@ -19,11 +19,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from collector.rows import dumps
-from collector.store import Store
-from schemas import sqlfiles
-from schemas.encode import request_attributes
-from schemas.model import Chunk, Outcome, Placement, RagRecord
+from midtrace.collector.rows import dumps
+from midtrace.collector.store import Store
+from midtrace.schemas import sqlfiles
+from midtrace.schemas.encode import request_attributes
+from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.procs import Proc, start_collector
 from tests.sender import Sender
 from tests.test_collector import rows

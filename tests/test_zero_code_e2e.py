@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from sample_traces.langchain_rag_app import KeywordRetriever, build_chain, select
-from sample_traces.record_langchain import CASES, OUT
-from schemas.chunk_hash import content_hash
+from midtrace.sample_traces.langchain_rag_app import KeywordRetriever, build_chain, select
+from midtrace.sample_traces.record_langchain import CASES, OUT
+from midtrace.schemas.chunk_hash import content_hash
 from tests.procs import Proc
 from tests.zero_code import instrumented, prompt_string, provider_with, where
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, filters, ui
+from midtrace.dashboard import data, figures, filters, ui
 
 params = data.params_key(filters.current())
 st.title("Citations")

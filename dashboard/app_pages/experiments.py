@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, filters, frames, ui
+from midtrace.dashboard import data, figures, filters, frames, ui
 
 params = dict(filters.current())
 st.title("Experiments")

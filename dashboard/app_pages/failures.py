@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, filters, ui
+from midtrace.dashboard import data, figures, filters, ui
 
 CLASSES = ("buried", "unused", "dropped", "missing", "unlabeled", "answered", "ungraded")
 MEANING = {

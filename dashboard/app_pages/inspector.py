@@ -11,7 +11,7 @@ import re
 
 import streamlit as st
 
-from dashboard import data, figures, filters, frames, ui
+from midtrace.dashboard import data, figures, filters, frames, ui
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 CLASS_COLORS = {"answered": "green", "ungraded": "gray", "missing": "violet", "dropped": "orange",

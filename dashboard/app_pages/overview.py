@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, filters, frames, ui
-from schemas.reads import NO_EXPERIMENT
+from midtrace.dashboard import data, figures, filters, frames, ui
+from midtrace.schemas.reads import NO_EXPERIMENT
 
 # The weekly review is about production traffic: requests recorded by an experiment (a
 # sweep) are left to the Experiments and Position pages.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, filters, frames, ui
+from midtrace.dashboard import data, figures, filters, frames, ui
 
 SPLITS = {"model": "Model", "template": "Prompt template", "strategy": "Packing strategy",
           "context_bucket": "Context length"}

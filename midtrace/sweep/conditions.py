@@ -2,7 +2,7 @@
 
 Every case keeps its distractors in their file order (the retriever's order). A condition
 inserts the decisive chunk(s) at chosen retrieval ranks among them; a packing strategy
-(midtrace.packing) then turns that rank order into the prompt order. With ``score_order``
+(midtrace.schemas.packing) then turns that rank order into the prompt order. With ``score_order``
 rank r is prompt slot r, the classic position sweep.
 
 Single-piece cases (one decisive chunk), k chunks in the prompt:
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from midtrace import packing
+from midtrace.schemas import packing
 from midtrace.sweep.cases import Case, CaseChunk
 
 RankMode = Literal["all", "edges+middle", "list"]

@@ -1,6 +1,6 @@
 """Record each sweep call as a trace, through the same encoder as any app.
 
-A real TracerProvider builds the span and ``schemas.encode.record_request`` sets midtrace's
+A real TracerProvider builds the span and ``midtrace.schemas.encode.record_request`` sets midtrace's
 attributes on it. The finished span then goes to a sink: the OTLP/HTTP exporter (a running
 collector, ``--url``) or, for ``--db``, the collector's store, imported only then so this
 module stays light. Export is synchronous and checked, so the journal never records a call
@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind
 
-from schemas.encode import record_request
-from schemas.model import RagRecord
+from midtrace.schemas.encode import record_request
+from midtrace.schemas.model import RagRecord
 
 SERVICE = "midtrace-sweep"
 SPAN_NAME = "sweep.chat"
@@ -63,7 +63,7 @@ class StoreSink:
     """Write straight into a DuckDB file no collector holds, through the collector's store."""
 
     def __init__(self, path: Path) -> None:
-        from collector.store import Store, StoreError
+        from midtrace.collector.store import Store, StoreError
 
         try:
             self._store = Store.open(path)
@@ -72,9 +72,9 @@ class StoreSink:
         self.path = path
 
     def export(self, spans: Sequence[ReadableSpan]) -> None:
-        from collector.receive import check_spans
-        from collector.store import WriteJob
-        from schemas.otlp import encode_sdk_spans
+        from midtrace.collector.receive import check_spans
+        from midtrace.collector.store import WriteJob
+        from midtrace.collector.otlp import encode_sdk_spans
 
         check = check_spans(encode_sdk_spans(spans))
         if check.rejected:

@@ -30,7 +30,7 @@ from midtrace.sweep.journal import Journal, JournalError, journal_path
 from midtrace.sweep.recording import OtlpSink, Recorder, RecordError, Sink, StoreSink
 from midtrace.sweep.results import TrialKey, TrialResult, band, trace_id_of
 from midtrace.sweep.summary import Summary, summarise
-from schemas.model import Chunk, Outcome, Placement, RagRecord
+from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
@@ -18,40 +17,10 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-AttrValue = Any  # str | bool | int | float | bytes | list | dict | None
-
+from midtrace.schemas.span import AttrValue, SpanRecord
 
 class PayloadError(ValueError):
     """The payload as a whole cannot be read (not protobuf, not OTLP JSON)."""
-
-
-@dataclass(frozen=True)
-class SpanRecord:
-    """One span, flattened: ids as lower-case hex, attributes as Python values."""
-
-    trace_id: str
-    span_id: str
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, AttrValue]
-    parent_span_id: str | None = None
-    kind: int = 0
-    resource: dict[str, AttrValue] = field(default_factory=dict)
-    scope: str | None = None
-    status_code: int = 0
-    dropped_attributes_count: int = 0
-    # midtrace's attributes as decoded (and so checked) at receipt, kept so the normalizer
-    # does not decode them a second time; set with ``remember_record``.
-    record: Any = field(default=None, compare=False, repr=False)
-
-    def remember_record(self, record: Any) -> None:
-        object.__setattr__(self, "record", record)
-
-    @property
-    def service(self) -> str | None:
-        value = self.resource.get("service.name")
-        return value if isinstance(value, str) else None
 
 
 def any_value(v: AnyValue) -> AttrValue:

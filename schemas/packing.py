@@ -211,7 +211,7 @@ def rank(
     items are sorted by descending score, stably (equal scores keep their input order), and
     items whose score is None or NaN come last. ``source`` and ``source_position`` default
     to the ``source_id`` and ``source_position`` attributes when an item has them (as
-    ``schemas.model.Chunk`` does).
+    ``midtrace.schemas.model.Chunk`` does).
     """
     source_of = source or _attr_getter("source_id")
     position_of = source_position or _attr_getter("source_position")
