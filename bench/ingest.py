@@ -220,9 +220,9 @@ def send_all(path: str, host: str, port: int, connections: int, out: Any) -> Non
 
 def decode_cost(batches: list[bytes], n_requests: int) -> tuple[float, float]:
     """Microseconds per request: protobuf parse + flatten + checks; then normalization."""
-    from midtrace.collector.normalize import normalize_trace
-    from midtrace.collector.receive import check_spans
-    from midtrace.collector.otlp import parse_protobuf
+    from midtrace.collector.normalize.pipeline import normalize_trace
+    from midtrace.collector.receive.bodies import check_spans
+    from midtrace.collector.intake.otlp import parse_protobuf
 
     sample = batches[: max(1, len(batches) // 10)]
     per = n_requests / len(batches)
@@ -313,9 +313,9 @@ def profile(run: str, n: int, seed: int, workdir: Path) -> None:
     import cProfile
     import pstats
 
-    from midtrace.collector.receive import check_spans
-    from midtrace.collector.store import Store, WriteJob
-    from midtrace.collector.otlp import parse_protobuf
+    from midtrace.collector.receive.bodies import check_spans
+    from midtrace.collector.storage.store import Store, WriteJob
+    from midtrace.collector.intake.otlp import parse_protobuf
 
     batches, _ = build_batches(run, n, seed)
     store = Store.open(workdir / f"profile-{run}.duckdb")

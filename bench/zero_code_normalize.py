@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from midtrace.collector.normalize import normalize_trace  # noqa: E402
-from midtrace.collector.openinference import normalize_openinference  # noqa: E402
+from midtrace.collector.normalize.pipeline import normalize_trace  # noqa: E402
+from midtrace.collector.normalize.openinference import normalize_openinference  # noqa: E402
 from midtrace.sample_traces.langchain_rag_app import KeywordRetriever, build_chain  # noqa: E402
-from midtrace.collector.otlp import SpanRecord, encode_sdk_spans, spans_of  # noqa: E402
+from midtrace.collector.intake.otlp import SpanRecord, encode_sdk_spans, spans_of  # noqa: E402
 
 WORDS = ("refund return policy days delivery item warranty shipping order customer store "
          "package exchange receipt original condition within business").split()

@@ -108,7 +108,7 @@ def _collector_settings(db: Path, host: str, http_port: int, grpc_port: int, tok
     """Check the collector's options and build its settings; usage errors exit 2."""
     from urllib.parse import unquote
 
-    from midtrace.collector.forward import traces_url
+    from midtrace.collector.receive.forward import traces_url
 
     headers = {}
     for item in forward_header:
@@ -138,9 +138,9 @@ def _collector_settings(db: Path, host: str, http_port: int, grpc_port: int, tok
 @collector_options
 def collector(db: Path, **options: Any) -> None:
     """Receive OTLP traces (HTTP and gRPC) and outcomes and store them in DB."""
-    from midtrace.collector.locate import InvalidCitationPattern, citation_pattern
-    from midtrace.collector.server import run
-    from midtrace.collector.store import StoreError
+    from midtrace.collector.normalize.locate import InvalidCitationPattern, citation_pattern
+    from midtrace.collector.receive.http import run
+    from midtrace.collector.storage.store import StoreError
 
     try:
         citation_pattern()
@@ -160,7 +160,7 @@ def _split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _open_store(db: Path):  # type: ignore[no-untyped-def]
-    from midtrace.collector.store import Store, StoreError
+    from midtrace.collector.storage.store import Store, StoreError
 
     try:
         return Store.open(db)
@@ -174,8 +174,8 @@ def _open_store(db: Path):  # type: ignore[no-untyped-def]
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def ingest(db: Path, files: tuple[Path, ...]) -> None:
     """Load OTLP/JSON trace files and outcome files into DB (no collector may hold it)."""
-    from midtrace.collector.ingest import ingest_files
-    from midtrace.collector.store import Store, StoreError
+    from midtrace.collector.intake.ingest import ingest_files
+    from midtrace.collector.storage.store import Store, StoreError
 
     try:
         store = Store.open(db)
@@ -322,7 +322,7 @@ dashboard_port_option = click.option(
 @dashboard_port_option
 def dashboard(url: str | None, db: Path | None, token: str | None, host: str, port: int) -> None:
     """Open the dashboard on a running collector (--url) or a DuckDB file (--db, read-only)."""
-    from midtrace.collector.store import StoreError, connect
+    from midtrace.collector.storage.store import StoreError, connect
 
     settings = DashboardSettings(url=url, db=str(db) if db else None, token=token, host=host,
                                  port=port)
@@ -342,8 +342,8 @@ def dashboard(url: str | None, db: Path | None, token: str | None, host: str, po
 @db_option()
 def rebuild(db: Path) -> None:
     """Derive request, chunk and placement rows again from the kept spans (no collector may hold DB)."""
-    from midtrace.collector.rebuild import rebuild as rebuild_all
-    from midtrace.collector.rebuild import trace_count
+    from midtrace.collector.storage.rebuild import rebuild as rebuild_all
+    from midtrace.collector.storage.rebuild import trace_count
 
     store = _open_store(db)
     try:
@@ -504,7 +504,7 @@ def _open_source(ctx: click.Context, db: Path | None, url: str | None, token: st
 def _read(fn):  # type: ignore[no-untyped-def]
     """Run a read, turning a source that cannot be read into exit 3."""
     from midtrace.client import ClientError, QueryError, SourceError
-    from midtrace.collector.store import StoreError
+    from midtrace.collector.storage.store import StoreError
 
     try:
         return fn()
@@ -604,9 +604,9 @@ def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None
               help="Rewrite the file afterwards so deleted text leaves no bytes on disk.")
 def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
     """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
-    from midtrace.collector.retention import check_trace_id, parse_age
-    from midtrace.collector.retention import compact as compact_file
-    from midtrace.collector.retention import prune as prune_traces
+    from midtrace.collector.storage.retention import check_trace_id, parse_age
+    from midtrace.collector.storage.retention import compact as compact_file
+    from midtrace.collector.storage.retention import prune as prune_traces
 
     if older_than is None and not trace_ids:
         _fail("say what to delete: --older-than AGE and/or --trace-id ID", EXIT_USAGE)
@@ -633,7 +633,7 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
 @trace_id_option
 def export(db: Path, trace_ids: tuple[str, ...]) -> None:
     """Write chosen traces to stdout as OTLP/JSON lines, the format `ingest` reads."""
-    from midtrace.collector.export import export_lines
+    from midtrace.collector.storage.export import export_lines
 
     if not trace_ids:
         _fail("name the traces to export with --trace-id ID (repeatable)", EXIT_USAGE)

@@ -97,7 +97,7 @@ class FileClient(_Backend):
     read_only = True
 
     def __init__(self, path: str | Path) -> None:
-        from midtrace.collector.store import StoreError, connect
+        from midtrace.collector.storage.store import StoreError, connect
 
         path = Path(path)
         if not path.exists():

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from midtrace.collector.ingest import IngestReport, ingest_files
-from midtrace.collector.store import Store
+from midtrace.collector.intake.ingest import IngestReport, ingest_files
+from midtrace.collector.storage.store import Store
 
 DEFAULT_DB = Path(".midtrace") / "demo.duckdb"
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from midtrace.schemas.encode import record_request
-from midtrace.collector.file_exporter import OtlpJsonFileExporter
+from midtrace.collector.intake.file_exporter import OtlpJsonFileExporter
 from midtrace.schemas.model import Outcome, RagRecord
 
 SCOPE = "midtrace.sample_traces"

@@ -4,7 +4,7 @@ No real user, company or model call is behind them: a fixed seed drives a simula
 support assistant ("Fieldnote", a fictional SaaS) and of a position sweep, and the requests
 are written through the same public path an app uses, the OpenTelemetry SDK with
 ``midtrace.schemas.encode.record_request`` on the answering span, exported by
-``midtrace.collector.file_exporter.OtlpJsonFileExporter``. Every resource carries
+``midtrace.collector.intake.file_exporter.OtlpJsonFileExporter``. Every resource carries
 ``midtrace.sample="synthetic"``. Same seed, same bytes.
 
     python -m midtrace.sample_traces.generate [--out DIR] [--seed N] [--requests N] [--sweep-cases N]

@@ -32,7 +32,7 @@ from midtrace.sample_traces.langchain_rag_app import (
     prompt_messages,
     select,
 )
-from midtrace.collector.file_exporter import OtlpJsonFileExporter
+from midtrace.collector.intake.file_exporter import OtlpJsonFileExporter
 
 OUT = Path(__file__).resolve().parent / "langchain_rag.jsonl"
 SERVICE = "policy-bot"

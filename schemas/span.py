@@ -1,6 +1,6 @@
 """A span as the collector's normalizers see it: flat, ids in hex, attributes as Python values.
 
-The OTLP wire codec (midtrace.collector.otlp) makes these from protobuf or OTLP/JSON; the
+The OTLP wire codec (midtrace.collector.intake.otlp) makes these from protobuf or OTLP/JSON; the
 decoder (decode.py) and the normalizers read them.
 """
 

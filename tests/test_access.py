@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from midtrace.collector.forward import Batch, Forwarder
+from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.schemas.model import RagRecord
 from tests.procs import Proc, start_collector
 from tests.test_collector import finished_spans, rows

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from midtrace.collector.settings import CollectorSettings
-from midtrace.collector.store import Store
+from midtrace.collector.storage.store import Store
 from midtrace.cli import _collector_settings as collector_settings
 from midtrace.cli import cli
 from midtrace.cli import collector as cli_collector

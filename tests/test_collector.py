@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from midtrace.collector import otlp
+from midtrace.collector.intake import otlp
 from midtrace.schemas.encode import record_request
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.procs import Proc

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from midtrace.schemas import conventions as c
-from midtrace.collector import otlp
+from midtrace.collector.intake import otlp
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.decode import InvalidAttributes, decode_record, decode_trace
 from midtrace.schemas.encode import record_request, request_attributes

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from midtrace.collector.store import Store
+from midtrace.collector.storage.store import Store
 from midtrace import supervise as launch
 from tests.dashboard_data import Fixture, send_all
 from tests.procs import start_collector

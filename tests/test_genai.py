@@ -10,8 +10,8 @@ from typing import Any
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from midtrace.collector.genai import normalize_genai
-from midtrace.collector.openinference import normalize_openinference
+from midtrace.collector.normalize.genai import normalize_genai
+from midtrace.collector.normalize.openinference import normalize_openinference
 from midtrace.schemas.model import RagRequest
 from tests.zero_code import provider_with, records
 

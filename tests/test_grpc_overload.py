@@ -14,7 +14,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from midtrace.collector import otlp
+from midtrace.collector.intake import otlp
 from midtrace.schemas.model import Chunk, Placement, RagRecord
 from tests.procs import start_collector
 from tests.test_collector import FULL, finished_spans, rows

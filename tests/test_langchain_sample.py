@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from midtrace.collector.openinference import normalize_openinference
+from midtrace.collector.normalize.openinference import normalize_openinference
 from midtrace.sample_traces.langchain_rag_app import DOCUMENTS, KeywordRetriever, long_context_reorder
 from midtrace.sample_traces.record_langchain import CASES, OUT, SERVICE, record
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import RagRecord, RagRequest
-from midtrace.collector.otlp import SpanRecord, iter_json_lines, spans_of
+from midtrace.collector.intake.otlp import SpanRecord, iter_json_lines, spans_of
 
 TITLE = {content_hash(d.page_content): d.metadata["title"] for d in DOCUMENTS}
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from midtrace.collector.locate import (
+from midtrace.collector.normalize.locate import (
     CITATION_PATTERN_ENV,
     DEFAULT_CITATION_PATTERN,
     MIN_PREFIX_CHARS,

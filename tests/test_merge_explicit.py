@@ -8,8 +8,8 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from midtrace.collector.merge_explicit import merge_explicit
-from midtrace.collector.openinference import normalize_openinference
+from midtrace.collector.normalize.merge_explicit import merge_explicit
+from midtrace.collector.normalize.openinference import normalize_openinference
 from midtrace.sample_traces.langchain_rag_app import KeywordRetriever, build_chain, select
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.decode import decode_trace

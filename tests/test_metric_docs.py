@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from midtrace.collector.store import Store
+from midtrace.collector.storage.store import Store
 from midtrace.report import SECTIONS
 from midtrace.schemas import reads
 

@@ -15,7 +15,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from midtrace.collector.openinference import normalize_openinference
+from midtrace.collector.normalize.openinference import normalize_openinference
 from midtrace.sample_traces.langchain_rag_app import (
     DOCUMENTS,
     KeywordRetriever,

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 from opentelemetry.util.types import AttributeValue
 
-from midtrace.collector.openinference import normalize_openinference
+from midtrace.collector.normalize.openinference import normalize_openinference
 from midtrace.schemas.model import RagRequest
 from tests.zero_code import provider_with, records
 

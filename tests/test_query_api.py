@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
-from midtrace.collector.store import Store, WriteJob
+from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.client import (
     FileClient, Filters, HttpClient, QueryError, ReadOnlyError, SourceError, open_client)
 from midtrace.schemas import reads
@@ -175,7 +175,7 @@ def test_external_access_off_leaves_the_writer_working(tmp_path: Path) -> None:
     secret.write_text("a\n1\n")
     with pytest.raises(duckdb.Error):
         conn.execute(f"SELECT * FROM read_csv('{secret}')").fetchall()
-    from midtrace.collector.receive import outcome_from_json
+    from midtrace.collector.receive.bodies import outcome_from_json
 
     store.write([WriteJob(outcomes=[outcome_from_json({"trace_id": "ab" * 16, "correct": True})])])
     assert store.counts()["outcomes"] == 1

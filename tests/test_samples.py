@@ -1,6 +1,6 @@
 """The committed sample traces: reproducible, fresh, readable by the contract, and as planted.
 
-Facts are checked at the decoded level: files are read with midtrace.collector.otlp and decoded with
+Facts are checked at the decoded level: files are read with midtrace.collector.intake.otlp and decoded with
 midtrace.schemas.decode, late outcomes are merged by the contract's rule, and the failure taxonomy
 is recomputed here from DESIGN.md's definitions, independently of the generator.
 """
@@ -23,7 +23,7 @@ from midtrace.sample_traces import generate
 from midtrace.sample_traces.questions import AUDIT_EXPORT, RATE_LIMIT, REFUND_ANNUAL
 from midtrace.schemas.decode import decode_trace
 from midtrace.schemas.model import RagRequest
-from midtrace.collector.otlp import SpanRecord, iter_json_lines, spans_of
+from midtrace.collector.intake.otlp import SpanRecord, iter_json_lines, spans_of
 
 SAMPLES = Path(generate.__file__).resolve().parent
 SAMPLE_GLOBS = ("*.jsonl.gz", "*.json")

@@ -19,8 +19,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from midtrace.collector.rows import dumps
-from midtrace.collector.store import Store
+from midtrace.collector.storage.rows import dumps
+from midtrace.collector.storage.store import Store
 from midtrace.schemas import sqlfiles
 from midtrace.schemas.encode import request_attributes
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord

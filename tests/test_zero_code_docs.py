@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from midtrace.collector import genai, openinference
-from midtrace.collector.attr_values import SOURCE_KEYS
-from midtrace.collector.locate import CITATION_PATTERN_ENV, DEFAULT_CITATION_PATTERN, MIN_PREFIX_CHARS
+from midtrace.collector.normalize import genai, openinference
+from midtrace.collector.normalize.attr_values import SOURCE_KEYS
+from midtrace.collector.normalize.locate import CITATION_PATTERN_ENV, DEFAULT_CITATION_PATTERN, MIN_PREFIX_CHARS
 
 DOC = (Path(__file__).parent.parent / "docs" / "zero-code.md").read_text()
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from midtrace.sample_traces.langchain_rag_app import prompt_messages
-from midtrace.collector.otlp import SpanRecord, encode_sdk_spans, spans_of
+from midtrace.collector.intake.otlp import SpanRecord, encode_sdk_spans, spans_of
 
 
 def provider_with(exporter: SpanExporter, service: str = "policy-bot") -> TracerProvider:

@@ -63,7 +63,7 @@ class StoreSink:
     """Write straight into a DuckDB file no collector holds, through the collector's store."""
 
     def __init__(self, path: Path) -> None:
-        from midtrace.collector.store import Store, StoreError
+        from midtrace.collector.storage.store import Store, StoreError
 
         try:
             self._store = Store.open(path)
@@ -72,9 +72,9 @@ class StoreSink:
         self.path = path
 
     def export(self, spans: Sequence[ReadableSpan]) -> None:
-        from midtrace.collector.receive import check_spans
-        from midtrace.collector.store import WriteJob
-        from midtrace.collector.otlp import encode_sdk_spans
+        from midtrace.collector.receive.bodies import check_spans
+        from midtrace.collector.storage.store import WriteJob
+        from midtrace.collector.intake.otlp import encode_sdk_spans
 
         check = check_spans(encode_sdk_spans(spans))
         if check.rejected:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from midtrace.collector.store import Store
+from midtrace.collector.storage.store import Store
 from midtrace.schemas import sqlfiles
 
 BATCH_TRACES = 2_000

@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from midtrace.schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
 from midtrace.schemas.model import Outcome
-from midtrace.collector.otlp import PayloadError, SpanRecord, json_spans, load_json, parse_protobuf, spans_of
+from midtrace.collector.intake.otlp import PayloadError, SpanRecord, json_spans, load_json, parse_protobuf, spans_of
 
 SpanPairs = list[tuple[SpanRecord | None, str | None]]
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from midtrace.collector.receive import BadInput, check_spans, parse_outcomes
-from midtrace.collector.store import Store, WriteJob
-from midtrace.collector.otlp import PayloadError, iter_json_docs, json_spans
+from midtrace.collector.receive.bodies import BadInput, check_spans, parse_outcomes
+from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.intake.otlp import PayloadError, iter_json_docs, json_spans
 
 BATCH_SPANS = 5_000
 

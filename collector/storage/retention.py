@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from midtrace.collector.store import Store, connect
+from midtrace.collector.storage.store import Store, connect
 from midtrace.schemas import sqlfiles
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")

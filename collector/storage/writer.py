@@ -15,7 +15,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from midtrace.collector.store import Store, WriteJob, WriteStats
+from midtrace.collector.storage.store import Store, WriteJob, WriteStats
 
 log = logging.getLogger(__name__)
 

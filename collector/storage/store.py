@@ -19,10 +19,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from midtrace.collector.normalize import normalize_trace
-from midtrace.collector.known import KnownTraces
-from midtrace.collector.rows import Rows
-from midtrace.collector.spanstore import SpanEncoder, span_from_row
+from midtrace.collector.normalize.pipeline import normalize_trace
+from midtrace.collector.storage.known import KnownTraces
+from midtrace.collector.storage.rows import Rows
+from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
 from midtrace.schemas import sqlfiles
 from midtrace.schemas.model import Outcome, RagRequest
 from midtrace.schemas.span import SpanRecord

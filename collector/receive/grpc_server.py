@@ -1,6 +1,6 @@
 """OTLP/gRPC: the TraceService Export method on grpc.aio, in the HTTP server's event loop.
 
-Same checks, normalizer and writer as OTLP/HTTP (collector/intake.py). Status codes follow
+Same checks, normalizer and writer as OTLP/HTTP (collector/intake/accept.py). Status codes follow
 the OTLP spec ("OTLP/gRPC"): OK with ``partial_success`` for individually refused spans;
 INVALID_ARGUMENT for a request that cannot be decoded (not retryable); UNAVAILABLE when the
 writer's queue is full, with a ``google.rpc.RetryInfo`` the exporters honour ("the server
@@ -18,12 +18,12 @@ from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from midtrace.collector.auth import token_matches
-from midtrace.collector.forward import Batch
-from midtrace.collector.intake import Intake
-from midtrace.collector.receive import PROTOBUF
-from midtrace.collector.writer import QueueFull
-from midtrace.collector.otlp import PayloadError, parse_protobuf
+from midtrace.collector.receive.auth import token_matches
+from midtrace.collector.receive.forward import Batch
+from midtrace.collector.intake.accept import Intake
+from midtrace.collector.receive.bodies import PROTOBUF
+from midtrace.collector.storage.writer import QueueFull
+from midtrace.collector.intake.otlp import PayloadError, parse_protobuf
 
 log = logging.getLogger(__name__)
 

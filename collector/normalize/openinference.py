@@ -26,9 +26,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from midtrace.collector.attr_values import identifier, indexed, integer, json_value, number, source_id, string
-from midtrace.collector.inferred import Document, LlmCall, Observation, Ranking, assemble
-from midtrace.collector.locate import citation_pattern
+from midtrace.collector.normalize.attr_values import identifier, indexed, integer, json_value, number, source_id, string
+from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
+from midtrace.collector.normalize.locate import citation_pattern
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
 

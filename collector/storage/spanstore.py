@@ -29,10 +29,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from midtrace.collector.rows import SPANS, RedactedText, dumps
+from midtrace.collector.storage.rows import SPANS, RedactedText, dumps
 from midtrace.schemas import conventions as c
 from midtrace.schemas.chunk_hash import content_hash
-from midtrace.collector.otlp import AttrValue, SpanRecord
+from midtrace.collector.intake.otlp import AttrValue, SpanRecord
 
 MIN_REF_CHARS = 256  # shorter strings stay inline: a reference would not be smaller
 MIN_SKELETON_CHARS = 1024  # only strings this long are searched for the trace's other texts

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from midtrace.collector.forward import Batch, Forwarder
-from midtrace.collector.receive import SpanCheck, SpanPairs, check_spans
-from midtrace.collector.store import WriteJob
-from midtrace.collector.writer import QueueFull, Writer
+from midtrace.collector.receive.forward import Batch, Forwarder
+from midtrace.collector.receive.bodies import SpanCheck, SpanPairs, check_spans
+from midtrace.collector.storage.store import WriteJob
+from midtrace.collector.storage.writer import QueueFull, Writer
 from midtrace.schemas.span import SpanRecord
 
 ATTRIBUTE_LIMIT_ADVICE = (

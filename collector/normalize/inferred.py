@@ -6,7 +6,7 @@ same for both and lives here:
 
 - the answering call: the last LLM call to end whose prompt contains a retrieved document
   (DESIGN.md, "One trace = one request");
-- each document's place in that prompt (collector/locate.py), with character offsets and
+- each document's place in that prompt (collector/normalize/locate.py), with character offsets and
   token offsets estimated from them (scaled by the call's reported prompt tokens, else
   4 characters a token);
 - stages: ``in_prompt`` when found in the prompt, ``dropped`` when retrieved but not found
@@ -23,7 +23,7 @@ from functools import cached_property
 from datetime import UTC, datetime
 from typing import Any
 
-from midtrace.collector.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
+from midtrace.collector.normalize.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.decode import estimate_tokens
 from midtrace.schemas.model import Chunk, Convention, Placement, RagRecord, RagRequest, Stage

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from midtrace.collector.retention import check_trace_id
-from midtrace.collector.store import Store
-from midtrace.collector.otlp import SpanRecord, records_to_request, request_to_json
+from midtrace.collector.storage.retention import check_trace_id
+from midtrace.collector.storage.store import Store
+from midtrace.collector.intake.otlp import SpanRecord, records_to_request, request_to_json
 
 
 def export_lines(store: Store, trace_ids: Sequence[str]) -> Iterator[tuple[str, str | None]]:

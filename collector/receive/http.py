@@ -27,15 +27,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from midtrace.collector.api import query_routes
-from midtrace.collector.auth import BearerToken
-from midtrace.collector.forward import Batch, Forwarder
-from midtrace.collector.intake import Intake
-from midtrace.collector.receive import (
+from midtrace.collector.query.api import query_routes
+from midtrace.collector.receive.auth import BearerToken
+from midtrace.collector.receive.forward import Batch, Forwarder
+from midtrace.collector.intake.accept import Intake
+from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
 from midtrace.collector.settings import CollectorSettings
-from midtrace.collector.store import Store, WriteJob
-from midtrace.collector.writer import QueueFull, Writer
+from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.storage.writer import QueueFull, Writer
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ async def _serve(app: Starlette, sock: socket.socket, intake: Intake,
                  settings: CollectorSettings) -> None:
     import uvicorn
 
-    from midtrace.collector.grpc_server import start_grpc
+    from midtrace.collector.receive.grpc_server import start_grpc
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager

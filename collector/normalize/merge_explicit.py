@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from midtrace.collector.inferred import evidence_tokens
+from midtrace.collector.normalize.inferred import evidence_tokens
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.decode import estimate_tokens
 from midtrace.schemas.model import Chunk, Placement, RagRecord, RagRequest

@@ -18,7 +18,7 @@ from typing import IO
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from midtrace.collector.otlp import encode_sdk_spans, request_to_json
+from midtrace.collector.intake.otlp import encode_sdk_spans, request_to_json
 
 
 class _GzipText(io.TextIOWrapper):
