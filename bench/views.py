@@ -23,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import duckdb  # noqa: E402
 
 from midtrace.collector.storage.store import Store, connect, refresh_evidence  # noqa: E402
 from midtrace.schemas import reads  # noqa: E402

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 4318
@@ -39,6 +40,23 @@ def check_exposure(host: str, token: str | None, what: str) -> None:
         raise SettingsError(
             f"--host {host} exposes the {what} beyond this machine, so it needs a token: set "
             "MIDTRACE_TOKEN (or --token, which other users can see in ps), or bind 127.0.0.1")
+
+
+def store_path(url: str) -> Path:
+    """The DuckDB file a ``--store`` value names: a path, or ``duckdb:///absolute/path``
+    (``duckdb://relative/path`` is relative to the working directory)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        if not url.strip():
+            raise SettingsError("--store is empty; give a DuckDB file path")
+        return Path(url)
+    if scheme == "duckdb" and rest:
+        return Path(rest)
+    if scheme in ("clickhouse", "clickhouses", "chdb"):
+        raise SettingsError(f"{scheme}:// stores are not supported by this version of midtrace; "
+                            "give a DuckDB file path or duckdb:///path")
+    raise SettingsError(f"{url!r} is not a store midtrace knows: give a DuckDB file path or "
+                        "duckdb:///path")
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class DashboardSettings:
     def check(self) -> None:
         """Refuse settings that cannot work, with a message that says how to fix them."""
         if (self.url is None) == (self.db is None):
-            raise LaunchError("give either --url (a running collector) or --db (a DuckDB file), "
+            raise LaunchError("give either --url (a running collector) or --store (a DuckDB file), "
                               "not both and not neither")
         if self.db is not None and not Path(self.db).is_file():
             raise LaunchError(f"{self.db} does not exist; point --db at a midtrace DuckDB file")

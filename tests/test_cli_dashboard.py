@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.store import Store
-from midtrace.cli import _collector_settings as collector_settings
 from midtrace.cli import cli
-from midtrace.cli import collector as cli_collector
+from midtrace.commands.options import collector_settings
+from midtrace.commands.serving import collector as cli_collector
 from midtrace.supervise import collector_command, port_or_any
 from tests.procs import Proc, start
 

@@ -126,7 +126,7 @@ def test_the_wheels_install_only_names_under_midtrace_and_carry_their_data(tmp_p
         assert tops == {"midtrace"}, (name, tops)
         assert "midtrace/__init__.py" not in files
     main, sdk = set(wheels["midtrace"]), set(wheels["midtrace_sdk"])
-    assert {"midtrace/cli.py", "midtrace/collector/server.py", "midtrace/dashboard/app.py",
+    assert {"midtrace/cli.py", "midtrace/collector/receive/http.py", "midtrace/dashboard/app.py",
             "midtrace/dashboard/app_pages/inspector.py", "midtrace/sample_traces/manifest.json",
             "midtrace/sample_traces/support_outcomes.json",
             "midtrace/sample_traces/langchain_rag.jsonl"} <= main

@@ -21,8 +21,9 @@ def test_every_sweep_option_and_variable_is_documented() -> None:
             continue
         for opt in param.opts:
             assert f"`{opt}" in DOC, f"{opt} is not in docs/sweep.md"
-        if param.envvar:
-            assert f"`{param.envvar}`" in DOC, f"{param.envvar} is not in docs/sweep.md"
+        envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or [])
+        for var in envvars:
+            assert f"`{var}`" in DOC, f"{var} is not in docs/sweep.md"
     for env in API_KEY_ENVS:
         assert f"`{env}`" in DOC
 

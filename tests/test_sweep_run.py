@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from midtrace.cli import cli
-from tests.fake_llm import FakeLLM, first_two_and_last
+from tests.fake_llm import FakeLLM
 from tests.procs import MIDTRACE, Proc
 
 FILLER = ("This paragraph is retrieved text of about the same length as every other one, so "

@@ -24,7 +24,7 @@ from midtrace.collector.storage.known import KnownTraces
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
 from midtrace.schemas import sqlfiles
-from midtrace.schemas.model import Outcome, RagRequest
+from midtrace.schemas.model import Outcome
 from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)

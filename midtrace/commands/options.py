@@ -1,0 +1,170 @@
+"""Options and helpers shared by midtrace's commands, each defined once.
+
+Every option can also be set by the environment variable shown in `--help`; a flag wins
+over the variable, the variable over the default. Defaults come from the settings
+dataclasses (midtrace.collector.settings, midtrace.supervise).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from midtrace.collector.settings import (
+    DEFAULT_FORWARD_QUEUE, DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_HTTP_PORT, DEFAULT_MAX_BODY_MB,
+    DEFAULT_QUEUE_SIZE, CollectorSettings, SettingsError, store_path)
+from midtrace.supervise import DEFAULT_DASHBOARD_PORT
+
+EXIT_USAGE = 2
+EXIT_SOURCE = 3
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"midtrace: {message}", err=True)
+    sys.exit(code)
+
+
+def from_env(param: str) -> bool:
+    source = click.get_current_context().get_parameter_source(param)
+    return source is click.core.ParameterSource.ENVIRONMENT
+
+
+class StoreURL(click.ParamType):
+    """``--store``: a DuckDB path or ``duckdb:///path``; becomes the file's Path."""
+
+    name = "URL|PATH"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
+        if isinstance(value, Path):
+            return value
+        try:
+            return store_path(str(value))
+        except SettingsError as e:
+            self.fail(str(e), param, ctx)
+
+
+url_option = click.option(
+    "--url", envvar="MIDTRACE_URL", show_envvar=True, default=None,
+    help="A running collector, e.g. http://127.0.0.1:4318: reads go through its query API "
+         "(sweep sends its traces to it).")
+READ_STORE_HELP = ("A store to read instead of --url, opened read-only (no collector may hold "
+                   "it): a DuckDB file path or duckdb:///path.")
+
+
+def store_option(required: bool = True, help: str = "Where midtrace stores traces: a DuckDB "
+                 "file path or duckdb:///path.", envvar: tuple[str, ...] = (
+                     "MIDTRACE_STORE", "MIDTRACE_DB")):  # type: ignore[no-untyped-def]
+    """``--store URL`` with ``--db PATH`` as its alias; the value arrives as ``db``."""
+    return click.option("--store", "--db", "db", envvar=list(envvar), show_envvar=True,
+                        required=required, type=StoreURL(), help=help)
+
+
+host_option = click.option("--host", envvar="MIDTRACE_HOST", show_envvar=True, default=DEFAULT_HOST,
+                           help="Address to bind; anything but loopback exposes the server and "
+                                "needs a token.")
+token_option = click.option(
+    "--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None,
+    help="Shared token: every endpoint but /healthz, and opening the dashboard, then want it "
+         "('Authorization: Bearer <token>'); required when --host is not loopback. Prefer the "
+         "variable: flags show in ps.")
+
+
+def http_port_option(default: int = DEFAULT_HTTP_PORT):  # type: ignore[no-untyped-def]
+    return click.option("--http-port", envvar="MIDTRACE_HTTP_PORT", show_envvar=True,
+                        default=default, type=click.IntRange(0, 65535),
+                        help="OTLP/HTTP and query API port; 0 picks a free one.")
+
+
+def collector_options(fn):  # type: ignore[no-untyped-def]
+    """The collector's options, shared by `collector`, `serve` and `demo`."""
+    for option in reversed([
+        host_option,
+        http_port_option(),
+        click.option("--grpc-port", envvar="MIDTRACE_GRPC_PORT", show_envvar=True,
+                     default=DEFAULT_GRPC_PORT, type=click.IntRange(0, 65535),
+                     help="OTLP/gRPC port; 0 picks a free one."),
+        token_option,
+        click.option("--max-body-mb", envvar="MIDTRACE_MAX_BODY_MB", show_envvar=True,
+                     default=DEFAULT_MAX_BODY_MB, type=click.IntRange(1, 4096),
+                     help="Largest request body accepted (after gunzip)."),
+        click.option("--queue-size", envvar="MIDTRACE_QUEUE_SIZE", show_envvar=True,
+                     default=DEFAULT_QUEUE_SIZE, type=click.IntRange(1, 100_000),
+                     help="Export batches the writer may hold before answering 503 Retry-After "
+                          "(UNAVAILABLE over gRPC)."),
+        click.option("--no-text", envvar="MIDTRACE_NO_TEXT", show_envvar=True, is_flag=True,
+                     help="Never store chunk, prompt, question or answer text: hashes, offsets "
+                          "and lengths only."),
+        click.option("--forward", envvar="MIDTRACE_FORWARD", show_envvar=True, multiple=True,
+                     callback=lambda ctx, param, value: split_commas(value),
+                     help="Also send every accepted batch to this OTLP/HTTP endpoint "
+                          "(repeatable; the variable takes a comma-separated list)."),
+        click.option("--forward-header", envvar="MIDTRACE_FORWARD_HEADERS", show_envvar=True,
+                     multiple=True, callback=lambda ctx, param, value: split_commas(value),
+                     help="KEY=VALUE header sent to every forward target, e.g. "
+                          "Authorization=Basic%20... (repeatable; the variable is "
+                          "comma-separated)."),
+        click.option("--forward-queue", envvar="MIDTRACE_FORWARD_QUEUE", show_envvar=True,
+                     default=DEFAULT_FORWARD_QUEUE, type=click.IntRange(1, 1_000_000),
+                     help="Batches held per forward target; when full the oldest is dropped."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, token: str | None,
+                        max_body_mb: int, queue_size: int, no_text: bool,
+                        forward: tuple[str, ...], forward_header: tuple[str, ...],
+                        forward_queue: int) -> CollectorSettings:
+    """Check the collector's options and build its settings; usage errors exit 2."""
+    from urllib.parse import unquote
+
+    from midtrace.collector.receive.forward import traces_url
+
+    headers = {}
+    for item in forward_header:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"--forward-header {item!r} must look like KEY=VALUE", EXIT_USAGE)
+        headers[key.strip()] = unquote(value.strip())
+    for url in forward:
+        try:
+            traces_url(url)
+        except ValueError as e:
+            fail(str(e), EXIT_USAGE)
+    settings = CollectorSettings(db=str(db), host=host, http_port=http_port,
+                                 max_body_bytes=max_body_mb * 1024 * 1024, queue_size=queue_size,
+                                 grpc_port=grpc_port, token=token, keep_text=not no_text,
+                                 forward=forward, forward_headers=headers,
+                                 forward_queue=forward_queue)
+    try:
+        settings.check()
+    except SettingsError as e:
+        fail(str(e), EXIT_USAGE)
+    return settings
+
+
+def split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def open_store(db: Path):  # type: ignore[no-untyped-def]
+    from midtrace.collector.storage.store import Store, StoreError
+
+    try:
+        return Store.open(db)
+    except StoreError as e:
+        fail(str(e), EXIT_SOURCE)
+
+
+dashboard_port_option = click.option(
+    "--port", envvar="MIDTRACE_DASHBOARD_PORT", show_envvar=True, default=DEFAULT_DASHBOARD_PORT,
+    type=click.IntRange(0, 65535), help="Dashboard port; 0 picks a free one.")
+
+
+trace_id_option = click.option(
+    "--trace-id", "trace_ids", envvar="MIDTRACE_TRACE_ID", show_envvar=True, multiple=True,
+    help="A trace id (32 hex characters); repeatable.")

@@ -1,0 +1,166 @@
+"""Commands that read a store or a running collector: report and gate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from midtrace.commands.options import (
+    EXIT_SOURCE, READ_STORE_HELP, fail, store_option, token_option, url_option)
+
+
+def _source_options(fn):  # type: ignore[no-untyped-def]
+    fn = token_option(fn)
+    fn = url_option(fn)
+    fn = store_option(required=False, help=READ_STORE_HELP)(fn)
+    fn = click.option("--since", default=None, help="Start of the time range, inclusive "
+                      "(RFC 3339 or YYYY-MM-DD, UTC).")(fn)
+    fn = click.option("--until", default=None, help="End of the time range, exclusive.")(fn)
+    fn = click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
+                      help="Keep requests with KEY=VALUE; keys: since, until, service, model, "
+                      "template, strategy, experiment, context_bucket. Repeatable.")(fn)
+    return fn
+
+
+def _filters(since: str | None, until: str | None, pairs: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    from midtrace.schemas.reads import Filters, QueryError
+
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"--filter wants KEY=VALUE, got {pair!r}")
+        params[key.strip()] = value.strip()
+    if since:
+        params["since"] = since
+    if until:
+        params["until"] = until
+    try:
+        return Filters.from_params(params)
+    except QueryError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def _group_by(value: str | None) -> tuple[str, ...]:
+    from midtrace.schemas.reads import QueryError, parse_group_by
+
+    try:
+        return parse_group_by(value)
+    except QueryError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def _open_source(ctx: click.Context, db: Path | None, url: str | None, token: str | None):  # type: ignore[no-untyped-def]
+    from click.core import ParameterSource
+
+    from midtrace.client import ClientError, open_client
+
+    if url and db:
+        if ctx.get_parameter_source("db") is ParameterSource.ENVIRONMENT:
+            db = None  # an explicit --url wins over MIDTRACE_DB
+        elif ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT:
+            url = None
+        else:
+            raise click.UsageError("give --store or --url, not both")
+    if not url and not db:
+        raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
+    try:
+        return open_client(url=url, db=db, token=token)
+    except ClientError as e:
+        fail(str(e), EXIT_SOURCE)
+
+
+def _read(fn):  # type: ignore[no-untyped-def]
+    """Run a read, turning a source that cannot be read into exit 3."""
+    from midtrace.client import ClientError, QueryError, SourceError
+    from midtrace.collector.storage.store import StoreError
+
+    try:
+        return fn()
+    except QueryError as e:
+        raise click.UsageError(str(e)) from None
+    except (SourceError, StoreError) as e:
+        fail(str(e), EXIT_SOURCE)
+    except ClientError as e:
+        fail(str(e), EXIT_SOURCE)
+
+
+@click.command()
+@_source_options
+@click.option("--group-by", "group_by", default=None, metavar="KEY,...",
+              help="Split every figure by these keys: service, model, template, strategy, "
+              "experiment, context_bucket, week.")
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="md",
+              help="json (docs/report-schema.md), Markdown, or HTML with inline SVG charts.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def report(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
+           since: str | None, until: str | None, filter_pairs: tuple[str, ...],
+           group_by: str | None, fmt: str, output: Path | None) -> None:
+    """The weekly review: accuracy by band and slot, taxonomy, citations, sweeps."""
+    from midtrace.report import build_report, render
+
+    filters = _filters(since, until, filter_pairs)
+    keys = _group_by(group_by)
+    client = _open_source(ctx, db, url, token)
+    try:
+        text = render(_read(lambda: build_report(client, filters, keys)), fmt)
+    finally:
+        client.close()
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+
+
+class _Threshold(click.ParamType):
+    name = "NUMBER|off"
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if value is None or isinstance(value, float):
+            return value
+        if str(value).lower() == "off":
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number or 'off'", param, ctx)
+
+
+@click.command()
+@_source_options
+@click.option("--max-buried-rate", type=_Threshold(), default="0.1", envvar="MIDTRACE_MAX_BURIED_RATE",
+              show_envvar=True, help="Fail when buried / graded-wrong is above this ('off' skips).")
+@click.option("--max-sensitivity-delta", type=_Threshold(), default="0.15",
+              envvar="MIDTRACE_MAX_SENSITIVITY_DELTA", show_envvar=True,
+              help="Fail when a sweep's max-min accuracy across placements is above this "
+              "('off' skips; no sweep data fails).")
+@click.option("--min-accuracy", type=_Threshold(), default="0.8", envvar="MIDTRACE_MIN_ACCURACY",
+              show_envvar=True, help="Fail when accuracy of graded requests is below this ('off' skips).")
+@click.option("--min-n", type=click.IntRange(0), default=50, envvar="MIDTRACE_MIN_N", show_envvar=True,
+              help="Fewest graded requests to judge; fewer fails as no data.")
+@click.pass_context
+def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
+         since: str | None, until: str | None, filter_pairs: tuple[str, ...],
+         max_buried_rate: float | None, max_sensitivity_delta: float | None,
+         min_accuracy: float | None, min_n: int) -> None:
+    """Judge the traffic against thresholds: exit 0 pass, 1 fail or no data, 2 usage, 3 source."""
+    from midtrace.gate import Thresholds, evaluate
+
+    filters = _filters(since, until, filter_pairs)
+    thresholds = Thresholds(max_buried_rate=max_buried_rate,
+                            max_sensitivity_delta=max_sensitivity_delta,
+                            min_accuracy=min_accuracy, min_n=min_n)
+    client = _open_source(ctx, db, url, token)
+    try:
+        result = _read(lambda: evaluate(client, filters, thresholds))
+    finally:
+        client.close()
+    for check in result.checks:
+        click.echo(check.line())
+    click.echo("gate: pass" if result.passed else "gate: FAIL")
+    sys.exit(0 if result.passed else 1)

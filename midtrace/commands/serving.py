@@ -1,0 +1,129 @@
+"""Commands that run servers: collector, dashboard, serve, demo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from midtrace.commands.options import (
+    EXIT_SOURCE, EXIT_USAGE, collector_options, collector_settings, dashboard_port_option, fail,
+    READ_STORE_HELP, host_option, store_option, token_option, url_option)
+from midtrace.supervise import (
+    DashboardSettings, LaunchError, ServeSettings, port_or_any, run_dashboard, run_serve)
+
+
+@click.command()
+@store_option()
+@collector_options
+def collector(db: Path, **options: Any) -> None:
+    """Receive OTLP traces (HTTP and gRPC) and outcomes and store them in the store."""
+    from midtrace.collector.normalize.locate import InvalidCitationPattern, citation_pattern
+    from midtrace.collector.receive.http import run
+    from midtrace.collector.storage.store import StoreError
+
+    try:
+        citation_pattern()
+    except InvalidCitationPattern as e:
+        fail(f"MIDTRACE_CITATION_PATTERN: {e}", EXIT_USAGE)
+    settings = collector_settings(db, **options)
+    try:
+        run(settings)
+    except StoreError as e:
+        fail(str(e), EXIT_SOURCE)
+    except OSError as e:
+        fail(f"cannot listen on {settings.host}: {e.strerror or e}", EXIT_SOURCE)
+
+
+@click.command()
+@url_option
+@store_option(required=False, help=READ_STORE_HELP)
+@token_option
+@host_option
+@dashboard_port_option
+def dashboard(url: str | None, db: Path | None, token: str | None, host: str, port: int) -> None:
+    """Open the dashboard on a running collector (--url) or a DuckDB file (--db, read-only)."""
+    from midtrace.collector.storage.store import StoreError, connect
+
+    settings = DashboardSettings(url=url, db=str(db) if db else None, token=token, host=host,
+                                 port=port)
+    try:
+        settings.check()
+        if db is not None:
+            connect(db, read_only=True).close()
+        code = run_dashboard(settings)
+    except StoreError as e:
+        fail(str(e), EXIT_SOURCE)
+    except LaunchError as e:
+        fail(str(e), EXIT_USAGE)
+    sys.exit(code)
+
+
+@click.command()
+@store_option()
+@collector_options
+@dashboard_port_option
+def serve(db: Path, port: int, **options: Any) -> None:
+    """Run a collector on the store and the dashboard reading through it; both stop together."""
+    settings = ServeSettings(collector_settings(db, **options), dashboard_port=port)
+    try:
+        code = run_serve(settings)
+    except LaunchError as e:
+        fail(str(e), EXIT_USAGE)
+    sys.exit(code)
+
+
+@click.command()
+@store_option(required=False, envvar=("MIDTRACE_DEMO_STORE", "MIDTRACE_DEMO_DB"),
+              help="A new DuckDB file for the demo; must not exist. Default: "
+                   ".midtrace/demo.duckdb, replaced on every run.")
+@collector_options
+@dashboard_port_option
+@click.pass_context
+def demo(ctx: click.Context, db: Path | None, port: int, **options: Any) -> None:
+    """Load the bundled sample traces into a fresh database and start collector + dashboard.
+
+    A default port that something else holds (an OpenTelemetry Collector on 4317, say) is
+    swapped for a free one; a port you name is used as given.
+    """
+    from midtrace.demo import DEFAULT_DB, DemoError, fresh_database, load_samples, sample_files
+
+    path = db or DEFAULT_DB
+    host = options["host"]
+    for name in ("http_port", "grpc_port"):
+        if _is_default(ctx, name):
+            options[name] = _swap_if_taken(host, options[name])
+    if _is_default(ctx, "port"):
+        port = _swap_if_taken(host, port)
+    settings = ServeSettings(collector_settings(path, **options), dashboard_port=port)
+    try:
+        settings.check()
+        fresh_database(path, owned=db is None)
+        files = sample_files()
+        with click.progressbar(length=len(files), label="loading sample traces", file=sys.stderr,
+                               show_pos=True) as bar:
+            report = load_samples(path, keep_text=settings.collector.keep_text,
+                                  progress=bar.update)
+    except (DemoError, LaunchError) as e:
+        fail(str(e), EXIT_USAGE)
+    click.echo(f"loaded {report.spans} spans and {report.outcomes} late outcomes from "
+               f"{report.files} sample files into {path} (synthetic data, see sample_traces/README.md)",
+               err=True)
+    try:
+        code = run_serve(settings)
+    except LaunchError as e:
+        fail(f"{e} (pass --http-port 0 --grpc-port 0 --port 0 to pick free ports)", EXIT_USAGE)
+    sys.exit(code)
+
+
+def _is_default(ctx: click.Context, param: str) -> bool:
+    return ctx.get_parameter_source(param) is click.core.ParameterSource.DEFAULT
+
+
+def _swap_if_taken(host: str, port: int) -> int:
+    free = port_or_any(host, port)
+    if free != port:
+        click.echo(f"port {port} is taken; the demo uses a free one instead", err=True)
+    return free

@@ -1,0 +1,119 @@
+"""Offline commands on a store no collector holds: ingest, rebuild, prune, export."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from midtrace.commands.options import (
+    EXIT_SOURCE, EXIT_USAGE, fail, open_store, store_option, trace_id_option)
+
+
+@click.command()
+@store_option()
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def ingest(db: Path, files: tuple[Path, ...]) -> None:
+    """Load OTLP/JSON trace files and outcome files into the store (no collector may hold it)."""
+    from midtrace.collector.intake.ingest import ingest_files
+    from midtrace.collector.storage.store import Store, StoreError
+
+    try:
+        store = Store.open(db)
+    except StoreError as e:
+        fail(str(e), EXIT_SOURCE)
+    try:
+        with click.progressbar(length=len(files), label="ingesting", file=sys.stderr,
+                               show_pos=True) as bar:
+            report = ingest_files(store, list(files), progress=bar.update)
+    finally:
+        store.close()
+    click.echo(f"ingested {report.spans} spans ({report.requests} request updates) and "
+               f"{report.outcomes} outcomes from {report.files} file(s) into {db}")
+    for message in report.refused[:20]:
+        click.echo(f"refused: {message}", err=True)
+    if len(report.refused) > 20:
+        click.echo(f"refused: ... and {len(report.refused) - 20} more", err=True)
+    if report.refused:
+        sys.exit(1)
+
+
+@click.command()
+@store_option()
+def rebuild(db: Path) -> None:
+    """Derive request, chunk and placement rows again from the kept spans (no collector may hold the store)."""
+    from midtrace.collector.storage.rebuild import rebuild as rebuild_all
+    from midtrace.collector.storage.rebuild import trace_count
+
+    store = open_store(db)
+    try:
+        with click.progressbar(length=trace_count(store), label="rebuilding", file=sys.stderr,
+                               show_pos=True) as bar:
+            report = rebuild_all(store, progress=bar.update)
+    finally:
+        store.close()
+    click.echo(f"rebuilt {report.requests} requests from {report.traces} traces in {db}")
+    if report.normalize_errors:
+        click.echo(f"{report.normalize_errors} trace(s) could not be normalized; run with "
+                   "--log-level warning to see which", err=True)
+        sys.exit(1)
+
+
+@click.command()
+@store_option()
+@click.option("--older-than", envvar="MIDTRACE_OLDER_THAN", show_envvar=True, default=None,
+              help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
+@trace_id_option
+@click.option("--compact/--no-compact", envvar="MIDTRACE_COMPACT", show_envvar=True, default=True,
+              help="Rewrite the file afterwards so deleted text leaves no bytes on disk.")
+def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
+    """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
+    from midtrace.collector.storage.retention import check_trace_id, parse_age
+    from midtrace.collector.storage.retention import compact as compact_file
+    from midtrace.collector.storage.retention import prune as prune_traces
+
+    if older_than is None and not trace_ids:
+        fail("say what to delete: --older-than AGE and/or --trace-id ID", EXIT_USAGE)
+    try:
+        age = parse_age(older_than) if older_than is not None else None
+        for t in trace_ids:
+            check_trace_id(t)
+    except ValueError as e:
+        fail(str(e), EXIT_USAGE)
+    store = open_store(db)
+    try:
+        report = prune_traces(store, age, trace_ids)
+    finally:
+        store.close()
+    if compact and report.traces:
+        compact_file(db)
+    click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
+               f"requests, {report.outcomes} outcomes from {db}"
+               + (" (file compacted)" if compact and report.traces else ""))
+
+
+@click.command()
+@store_option()
+@trace_id_option
+def export(db: Path, trace_ids: tuple[str, ...]) -> None:
+    """Write chosen traces to stdout as OTLP/JSON lines, the format `ingest` reads."""
+    from midtrace.collector.storage.export import export_lines
+
+    if not trace_ids:
+        fail("name the traces to export with --trace-id ID (repeatable)", EXIT_USAGE)
+    store = open_store(db)
+    missing = []
+    try:
+        for trace_id, line in export_lines(store, trace_ids):
+            if line is None:
+                missing.append(trace_id)
+            else:
+                click.echo(line)
+    except ValueError as e:
+        fail(str(e), EXIT_USAGE)
+    finally:
+        store.close()
+    if missing:
+        fail(f"no spans stored for trace(s) {', '.join(missing)}", 1)

@@ -1,0 +1,120 @@
+"""`midtrace sweep`: a position sweep of your cases against an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from midtrace.commands.options import (
+    EXIT_USAGE, fail, from_env, store_option, token_option, url_option)
+
+
+@click.command()
+@click.option("--cases", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Cases file, JSON lines (docs/sweep.md).")
+@click.option("--endpoint", envvar="MIDTRACE_SWEEP_ENDPOINT", show_envvar=True, required=True,
+              help="OpenAI-compatible API base URL; calls POST {endpoint}/chat/completions "
+                   "(e.g. http://localhost:8000/v1). API key from MIDTRACE_SWEEP_API_KEY, "
+                   "else OPENAI_API_KEY.")
+@click.option("--model", envvar="MIDTRACE_SWEEP_MODEL", show_envvar=True, required=True,
+              help="Model name sent to the endpoint and recorded on every trace.")
+@click.option("--experiment", envvar="MIDTRACE_SWEEP_EXPERIMENT", show_envvar=True,
+              help="Experiment name; rerunning one resumes it. Default: "
+                   "<cases file stem>-<model>-<YYYYMMDD>.")
+@click.option("--ranks", envvar="MIDTRACE_SWEEP_RANKS", show_envvar=True, default="all",
+              help="Retrieval ranks for the decisive chunk: all, edges+middle (1, ceil(k/2), k) "
+                   "or a list such as 1,5,10.")
+@click.option("--strategies", envvar="MIDTRACE_SWEEP_STRATEGIES", show_envvar=True,
+              default="score_order",
+              help="Packing strategies, comma-separated: score_order, edge, "
+                   "long_context_reorder, reverse, doc_order_within_source.")
+@click.option("--absent", is_flag=True, envvar="MIDTRACE_SWEEP_ABSENT", show_envvar=True,
+              help="Add the closed-book condition: the distractors without the decisive chunk.")
+@click.option("--repeats", envvar="MIDTRACE_SWEEP_REPEATS", show_envvar=True, default=1,
+              type=click.IntRange(1, 1000), help="Calls per condition (raise --temperature too).")
+@click.option("--concurrency", envvar="MIDTRACE_SWEEP_CONCURRENCY", show_envvar=True, default=4,
+              type=click.IntRange(1, 256), help="Calls in flight at once.")
+@click.option("--template", envvar="MIDTRACE_SWEEP_TEMPLATE", show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Prompt template file with {documents}, {question} and optional {k}; "
+                   "default: the Lost in the Middle QA prompt.")
+@url_option
+@token_option
+@store_option(required=False, help="A store to write the traces to instead of --url (no collector may hold it): a DuckDB file path or duckdb:///path.")
+@click.option("--state-dir", envvar="MIDTRACE_SWEEP_STATE_DIR", show_envvar=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Where resume journals live. Default: .midtrace/sweeps next to the cases file.")
+@click.option("--temperature", envvar="MIDTRACE_SWEEP_TEMPERATURE", show_envvar=True, default=0.0,
+              type=click.FloatRange(0, 2), help="Sampling temperature sent to the endpoint.")
+@click.option("--max-tokens", envvar="MIDTRACE_SWEEP_MAX_TOKENS", show_envvar=True, default=100,
+              type=click.IntRange(1), help="Most tokens the model may answer with.")
+@click.option("--timeout", envvar="MIDTRACE_SWEEP_TIMEOUT", show_envvar=True, default=120.0,
+              type=click.FloatRange(0.1), help="Seconds to wait for one answer before retrying.")
+@click.option("--retries", envvar="MIDTRACE_SWEEP_RETRIES", show_envvar=True, default=5,
+              type=click.IntRange(0, 100), help="Retries of a call on 429, 5xx or a timeout.")
+@click.option("--backoff", envvar="MIDTRACE_SWEEP_BACKOFF", show_envvar=True, default=0.5,
+              type=click.FloatRange(0), help="First retry wait in seconds, doubling each retry "
+                                             "(Retry-After wins when the endpoint sends it).")
+@click.option("--format", "output_format", envvar="MIDTRACE_SWEEP_FORMAT", show_envvar=True,
+              default="text", type=click.Choice(["text", "json"]), help="Summary format on stdout.")
+def sweep(cases: Path, endpoint: str, model: str, experiment: str | None, ranks: str,
+          strategies: str, absent: bool, repeats: int, concurrency: int, template: Path | None,
+          url: str | None, token: str | None, db: Path | None, state_dir: Path | None,
+          temperature: float, max_tokens: int, timeout: float, retries: int, backoff: float,
+          output_format: str) -> None:
+    """Measure a model's accuracy by evidence position on your own cases."""
+    import json
+    import os
+
+    from midtrace.sweep import summary as summaries
+    from midtrace.sweep.client import RetryPolicy, api_key_from_env
+    from midtrace.sweep.conditions import ConditionError, parse_ranks, parse_strategies
+    from midtrace.sweep.prompt import Template, TemplateError
+    from midtrace.sweep.runner import Sweep, SweepError, SweepSettings
+
+    if url is not None and db is not None and from_env("db"):
+        db = None  # MIDTRACE_STORE set for other commands; --url given for this one
+    if (url is None) == (db is None):
+        fail("give exactly one of --url (a running collector) or --store (a DuckDB file)", EXIT_USAGE)
+    try:
+        settings = SweepSettings(
+            cases=cases, endpoint=endpoint, model=model, experiment=experiment,
+            ranks=parse_ranks(ranks), strategies=parse_strategies(strategies), absent=absent,
+            repeats=repeats, concurrency=concurrency,
+            template=Template.load(template) if template else None, url=url, token=token,
+            db=db, state_dir=state_dir, api_key=api_key_from_env(os.environ), timeout=timeout,
+            retry=RetryPolicy(retries=retries, backoff=backoff), temperature=temperature,
+            max_tokens=max_tokens)
+    except (ConditionError, TemplateError) as e:
+        fail(str(e), EXIT_USAGE)
+    try:
+        run = Sweep.prepare(settings)
+    except SweepError as e:
+        fail(str(e))
+    for line in run.bad_lines:
+        click.echo(f"{cases}: {line}", err=True)
+    for note in run.notes:
+        click.echo(f"note: {note}", err=True)
+    todo = len(run.todo)
+    click.echo(f"experiment {run.experiment}: {len(run.trials)} calls planned, "
+               f"{run.resumed} already recorded, {todo} to run", err=True)
+    try:
+        with click.progressbar(length=todo, label="sweeping", file=sys.stderr, show_pos=True,
+                               show_eta=True) as bar:
+            result = run.run(progress=bar.update)
+    except SweepError as e:
+        fail(str(e))
+    for failure in run.failures[:20]:
+        click.echo("failed: case {}, {}, {}, repeat {}: ".format(*failure.key) + failure.message,
+                   err=True)
+    if output_format == "json":
+        click.echo(json.dumps(summaries.to_json(result), indent=2))
+    else:
+        click.echo(summaries.to_text(result))
+    if run.failures:
+        click.echo(f"{len(run.failures)} call(s) failed; rerun the same command to retry them",
+                   err=True)
+    if run.bad_lines or run.failures:
+        sys.exit(1)
