@@ -136,7 +136,7 @@ def merge_outcomes(outcomes: Sequence[Outcome]) -> Outcome | None:
 
 
 def classify(record: RagRecord, outcome: Outcome | None) -> str:
-    """The failure-taxonomy class of a request (DESIGN.md, "Failure taxonomy")."""
+    """The failure-taxonomy class of a request (docs/architecture.md, "Failure taxonomy")."""
     if outcome is None or outcome.correct is None:
         return "ungraded"
     if outcome.correct:

@@ -1,4 +1,4 @@
-"""Chunk identity when an app sends no id (DESIGN.md, "Chunk identity").
+"""Chunk identity when an app sends no id (docs/architecture.md, "Chunk identity").
 
 The id is the hex sha256 of the text after Unicode NFC normalisation with every run of
 whitespace collapsed to one space and the ends stripped, so the same chunk seen by a

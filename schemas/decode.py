@@ -18,7 +18,7 @@ from midtrace.schemas import conventions as c
 from midtrace.schemas.model import DROP_REASONS, STAGES, Chunk, Outcome, Placement, RagRecord, RagRequest
 from midtrace.schemas.span import SpanRecord
 
-# Characters per token when a prompt reports no token count (DESIGN.md, "Tokens").
+# Characters per token when a prompt reports no token count (docs/architecture.md, "Tokens").
 CHARS_PER_TOKEN = 4.0
 
 

@@ -4,7 +4,7 @@ An app builds a :class:`RagRecord` (the request as it saw it) and records it on 
 with :func:`midtrace.schemas.encode.record_request`. The collector decodes the trace back into a
 :class:`RagRequest`: the same record plus what only the trace knows (trace id, time,
 service). Chunks and placements are separate so a chunk placed twice in the prompt has one
-chunk and two placements (DESIGN.md, "Placements").
+chunk and two placements (docs/architecture.md, "Placements").
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ Convention = Literal["midtrace", "openinference", "genai"]
 STAGES: tuple[str, ...] = get_args(Stage)
 DROP_REASONS: tuple[str, ...] = get_args(DropReason)
 LABELS: tuple[str, ...] = get_args(Label)
-# Labels that make a chunk decisive for ungraded traffic (DESIGN.md, "decisive position").
+# Labels that make a chunk decisive for ungraded traffic (docs/architecture.md, "decisive position").
 DECISIVE_LABELS: tuple[str, ...] = ("direct_answer", "exception_constraint")
 
 
@@ -67,7 +67,7 @@ class Placement:
 class Outcome:
     """A grade for one request, from a grader, a human, or the app itself.
 
-    ``None`` means "this outcome does not say"; the merge rule (DESIGN.md) lets the newest
+    ``None`` means "this outcome does not say"; the merge rule (docs/architecture.md) lets the newest
     outcome that sets a field win that field.
     """
 

@@ -2,7 +2,7 @@
 
 A retriever (and reranker) decides *which* chunks are worth the budget and ranks them; a
 packing strategy decides *where* each one sits in the prompt. Strategies here are pure
-permutations of a ranked list, named as everywhere in midtrace (DESIGN.md, "Packing
+permutations of a ranked list, named as everywhere in midtrace (docs/architecture.md, "Packing
 strategies"):
 
 ``score_order``

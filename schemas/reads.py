@@ -74,7 +74,7 @@ def _format_time(value: datetime) -> str:
 
 @dataclass(frozen=True)
 class Filters:
-    """The one set of filters (DESIGN.md, "The query API and its filters").
+    """The one set of filters (docs/architecture.md, "The query API and its filters").
 
     ``since``/``until`` are a half-open UTC range ``[since, until)`` on request time; the
     others match a request column exactly.

@@ -61,5 +61,6 @@ def test_every_report_and_gate_option_is_documented() -> None:
             for opt in param.opts:
                 if opt.startswith("--"):
                     assert f"`{opt}" in text, f"{name} {opt}"
-            if param.envvar:
-                assert f"`{param.envvar}`" in text, f"{name} {param.envvar}"
+            envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or [])
+            for var in envvars:
+                assert f"`{var}`" in text, f"{name} {var}"

@@ -2,7 +2,7 @@
 
 Facts are checked at the decoded level: files are read with midtrace.collector.intake.otlp and decoded with
 midtrace.schemas.decode, late outcomes are merged by the contract's rule, and the failure taxonomy
-is recomputed here from DESIGN.md's definitions, independently of the generator.
+is recomputed here from docs/architecture.md's definitions, independently of the generator.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def test_everything_says_it_is_synthetic(manifest: dict[str, Any]) -> None:
     assert manifest["synthetic"] is True
 
 
-# --- the failure taxonomy, recomputed from DESIGN.md ---------------------------------------
+# --- the failure taxonomy, recomputed from docs/architecture.md ---------------------------------------
 
 def _parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None

@@ -26,7 +26,7 @@ from midtrace.schemas.encode import request_attributes
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.procs import Proc, start_collector
 from tests.sender import Sender
-from tests.test_collector import rows
+from tests.e2e.test_collector import rows
 
 MARKER = "ZEBRA-MARKER-7731"
 DOCS = [f"Document {i}: {MARKER} " + f"policy clause {i} " * 40 for i in range(4)]

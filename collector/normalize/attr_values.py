@@ -87,3 +87,24 @@ def source_id(metadata: Any) -> str | None:
         if value is not None:
             return value
     return None
+
+
+def parts_text(parts: Any, text_key: str, text_parts_only: bool = False) -> str | None:
+    """Text of a message's content: a plain string, or a list of parts (strings, or mappings
+    with the text under ``text_key`` or ``text``) joined by newlines. With
+    ``text_parts_only``, parts whose ``type`` is not ``text`` are skipped."""
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and (not text_parts_only
+                                            or part.get("type", "text") == "text"):
+            text = part.get(text_key, part.get("text"))
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts) if texts else None
+

@@ -24,7 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from midtrace.collector.normalize.attr_values import identifier, indexed, integer, json_value, number, source_id, string
+from midtrace.collector.normalize.attr_values import (
+    identifier, indexed, integer, json_value, number, parts_text, source_id, string)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
 from midtrace.schemas.model import RagRequest
@@ -79,19 +80,7 @@ def retrieved_documents(attrs: Mapping[str, Any]) -> tuple[tuple[int, Document],
 
 def _parts_text(parts: Any) -> str | None:
     """Text of a message's parts (``{"type": "text", "content": ...}``) or a plain string."""
-    if isinstance(parts, str):
-        return parts
-    if not isinstance(parts, list):
-        return None
-    texts = []
-    for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, Mapping) and part.get("type", "text") == "text":
-            text = part.get("content", part.get("text"))
-            if isinstance(text, str):
-                texts.append(text)
-    return "\n".join(texts) if texts else None
+    return parts_text(parts, "content", text_parts_only=True)
 
 
 def _messages(value: Any) -> list[tuple[str | None, str]]:

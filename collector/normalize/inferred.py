@@ -5,7 +5,7 @@ plain records below (rankings of documents, LLM calls); what is inferred from th
 same for both and lives here:
 
 - the answering call: the last LLM call to end whose prompt contains a retrieved document
-  (DESIGN.md, "One trace = one request");
+  (docs/architecture.md, "One trace = one request");
 - each document's place in that prompt (collector/normalize/locate.py), with character offsets and
   token offsets estimated from them (scaled by the call's reported prompt tokens, else
   4 characters a token);

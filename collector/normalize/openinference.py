@@ -26,7 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from midtrace.collector.normalize.attr_values import identifier, indexed, integer, json_value, number, source_id, string
+from midtrace.collector.normalize.attr_values import (
+    identifier, indexed, integer, json_value, number, parts_text, source_id, string)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
 from midtrace.schemas.model import RagRequest
@@ -129,19 +130,7 @@ def documents(attrs: Mapping[str, Any], prefix: str) -> tuple[tuple[int, Documen
 # --- messages --------------------------------------------------------------------------------
 
 def _parts_text(parts: Any) -> str | None:
-    if isinstance(parts, str):
-        return parts
-    if not isinstance(parts, list):
-        return None
-    texts = []
-    for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, Mapping):
-            text = part.get(MESSAGE_CONTENT_TEXT, part.get("text"))
-            if isinstance(text, str):
-                texts.append(text)
-    return "\n".join(texts) if texts else None
+    return parts_text(parts, MESSAGE_CONTENT_TEXT)
 
 
 def _message(row: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -5,7 +5,7 @@ split over exports, a late span, a retry). Almost every trace in production traf
 new, so the store keeps the first 64 bits of every stored trace id in memory (8 bytes a
 trace: 10 million traces take 80 MB) and reads spans back only for traces that may be
 stored. A false positive costs one read; there are no false negatives while this process
-is the only writer (DESIGN.md: one writer holds the file).
+is the only writer (docs/architecture.md: one writer holds the file).
 """
 
 from __future__ import annotations

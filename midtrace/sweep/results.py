@@ -8,7 +8,7 @@ from typing import Any
 
 TrialKey = tuple[str, str, str, int]  # case id, condition, strategy, repeat
 
-# Position bands by relative position of a chunk's midpoint (DESIGN.md, "Position band").
+# Position bands by relative position of a chunk's midpoint (docs/architecture.md, "Position band").
 BAND_EARLY_END = 1 / 3
 BAND_LATE_START = 2 / 3
 

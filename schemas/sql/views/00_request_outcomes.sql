@@ -1,4 +1,4 @@
--- Outcomes merged field by field (DESIGN.md, "Outcomes"): for each field, the value from
+-- Outcomes merged field by field (docs/architecture.md, "Outcomes"): for each field, the value from
 -- the newest outcome that sets it wins. Posted outcomes ('api') override span attributes
 -- ('span'); among equals, newest by `time` (else arrival time), then arrival order.
 CREATE OR REPLACE VIEW request_outcomes AS

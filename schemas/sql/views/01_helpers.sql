@@ -23,7 +23,7 @@ CREATE OR REPLACE MACRO wilson_high(successes, n) AS
         / (1 + 1.959964 ^ 2 / n)
     END;
 
--- DESIGN.md, "Time": [0, 4096), [4096, 16384), [16384, 65536), [65536, ...).
+-- docs/architecture.md, "Time": [0, 4096), [4096, 16384), [16384, 65536), [65536, ...).
 CREATE OR REPLACE MACRO context_bucket(prompt_tokens) AS
     CASE
         WHEN prompt_tokens IS NULL THEN NULL
@@ -37,7 +37,7 @@ CREATE OR REPLACE MACRO context_bucket(prompt_tokens) AS
 CREATE OR REPLACE MACRO ideal_dcg(m) AS
     list_sum(list_transform(range(1, m + 1), lambda i: 1 / log2(i + 1)));
 
--- Relative position of a placement in its prompt (DESIGN.md, "Position band"): its token
+-- Relative position of a placement in its prompt (docs/architecture.md, "Position band"): its token
 -- midpoint over the prompt's tokens, capped at 1; (slot - 0.5) / k when it has no offsets or
 -- the prompt's length is unknown.
 CREATE OR REPLACE MACRO relative_position(token_start, token_end, prompt_tokens, slot, k) AS

@@ -8,7 +8,7 @@
 -- filter on their trace ids (collector/store.py), so a refresh reads only those requests.
 -- Query this view directly to check the table.
 --
--- Decisive chunks (DESIGN.md, "decisive position"): the merged outcome's decisive_chunk_ids
+-- Decisive chunks (docs/architecture.md, "decisive position"): the merged outcome's decisive_chunk_ids
 -- when it names any; else the chunks the app marked decisive; else the chunks it labelled
 -- direct_answer or exception_constraint. decisive_source says which rule applied.
 CREATE OR REPLACE VIEW request_evidence_live AS

@@ -5,8 +5,8 @@
 --
 -- decisive_band: band of the request's decisive position (its first decisive chunk in prompt
 -- order). decisive_at_edge: some occurrence of some in-prompt decisive chunk is early or late
--- (DESIGN.md, "Placements": a chunk placed twice is at an edge if any occurrence is).
--- taxonomy_class (DESIGN.md, "Failure taxonomy"): ungraded, answered, then for a graded-wrong
+-- (docs/architecture.md, "Placements": a chunk placed twice is at an edge if any occurrence is).
+-- taxonomy_class (docs/architecture.md, "Failure taxonomy"): ungraded, answered, then for a graded-wrong
 -- request unlabeled (no decisive chunk known), missing (no decisive chunk among its chunks),
 -- dropped (retrieved, none in the prompt), unused (in the prompt, an occurrence at an edge),
 -- buried (in the prompt, every occurrence in the middle band).

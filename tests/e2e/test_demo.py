@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = json.loads((ROOT / "sample_traces" / "manifest.json").read_text())
 LANGCHAIN_REQUESTS = 20  # sample_traces/record_langchain.py records 20 questions
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from midtrace.collector.intake import otlp
 from midtrace.schemas.model import Chunk, Placement, RagRecord
 from tests.procs import start_collector
-from tests.test_collector import FULL, finished_spans, rows
+from tests.e2e.test_collector import FULL, finished_spans, rows
 
 SERVICE_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.schemas.model import RagRecord
 from tests.procs import Proc, start_collector
-from tests.test_collector import finished_spans, rows
+from tests.e2e.test_collector import finished_spans, rows
 
 TOKEN = "s3cret-token"
 
