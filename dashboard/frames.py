@@ -14,21 +14,11 @@ from typing import Any
 
 import pandas as pd
 
+from midtrace.schemas.stats import wilson
+
 # The settings table's min_n (schemas/sql/migrations/001_core.sql): fewest graded requests in
 # each of two weeks before a week-over-week change is called out.
 MIN_N = 30
-Z95 = 1.959964
-
-
-def wilson(successes: float, n: float) -> tuple[float, float]:
-    """Wilson 95% interval for successes out of n (the views' wilson_low/high macros)."""
-    if not n:
-        return math.nan, math.nan
-    p = successes / n
-    centre = p + Z95 ** 2 / (2 * n)
-    spread = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n))
-    denom = 1 + Z95 ** 2 / n
-    return (centre - spread) / denom, (centre + spread) / denom
 
 
 def newest_week(frame: pd.DataFrame) -> date | None:
@@ -57,19 +47,20 @@ def weekly_recall(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     by_week = frame.groupby("week", as_index=False)[["required", "recalled"]].sum()
     by_week["recall"] = by_week["recalled"] / by_week["required"].where(by_week["required"] > 0)
-    intervals = [wilson(float(r), float(n)) for r, n in
+    intervals = [wilson(int(r), int(n)) for r, n in
                  zip(by_week["recalled"], by_week["required"], strict=True)]
-    by_week["ci_low"] = [lo for lo, _ in intervals]
-    by_week["ci_high"] = [hi for _, hi in intervals]
+    by_week["ci_low"] = [math.nan if lo is None else lo for lo, _ in intervals]
+    by_week["ci_high"] = [math.nan if hi is None else hi for _, hi in intervals]
     return by_week[cols]
 
 
-def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: int = MIN_N,
+def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float = MIN_N,
                 value: str = "accuracy", n: str = "graded") -> pd.DataFrame:
     """Per slice, the change of ``value`` from the week before the newest week to the newest.
 
-    ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). Slices
-    with fewer than ``min_n`` in either week are left out; the rest are ranked by the size of
+    ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). A slice
+    with fewer than ``min_n`` (the settings table's) in either week is not called
+    (``called`` false) and ranks after the called ones; each kind is ranked by the size of
     the change, biggest first.
     """
     rows = []

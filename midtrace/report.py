@@ -73,9 +73,10 @@ SECTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 def _records(frame: pd.DataFrame, group_by: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
     out = []
     for row in frame.to_dict("records"):
-        clean = {k: _plain(v) for k, v in row.items()}
-        out.append({"group": {g: clean.get(g) for g in group_by},
-                    **{c: clean.get(c) for c in columns if c in clean}})
+        # only the columns the schema names: a view may carry more (sweep_conditions'
+        # decisive_slots is a list) that the report does not show
+        out.append({"group": {g: _plain(row.get(g)) for g in group_by},
+                    **{c: _plain(row[c]) for c in columns if c in row}})
     return out
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
-import duckdb
 import pandas as pd
 import pytest
 
 from midtrace.dashboard import figures, frames
-from midtrace.schemas import sqlfiles
+from midtrace.schemas.stats import wilson
 
 
 def band_frame() -> pd.DataFrame:
@@ -159,18 +156,6 @@ def test_empty_frames_give_a_message_not_an_error() -> None:
         assert fig.layout.annotations and not fig.data
 
 
-def test_wilson_matches_the_views_macro() -> None:
-    conn = duckdb.connect()
-    helpers = next(v for v in sqlfiles.views() if v.name == "helpers")
-    conn.execute("CREATE TABLE settings (key VARCHAR, value DOUBLE, help VARCHAR)")
-    conn.execute(helpers.sql)
-    for k, n in ((18, 45), (0, 7), (30, 30), (1, 1000)):
-        expected = conn.execute("SELECT wilson_low($k, $n), wilson_high($k, $n)",
-                                {"k": k, "n": n}).fetchone()
-        assert frames.wilson(k, n) == pytest.approx(expected)
-    assert all(math.isnan(v) for v in frames.wilson(0, 0))
-
-
 def weekly(dim: str, rows: list[tuple[str, str, float, int]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[dim, "week", "accuracy", "graded"])
 
@@ -194,6 +179,7 @@ def test_last_two_weeks_and_weekly_recall() -> None:
                        "recalled": [9, 8, 12]})
     recall = frames.weekly_recall(df)
     assert list(recall["recall"]) == pytest.approx([0.9, 0.5])
+    assert (recall["ci_low"].iloc[1], recall["ci_high"].iloc[1]) == wilson(20, 40)
     cur, prev = frames.last_two_weeks(recall, "recall")
     assert cur is not None and prev is not None
     assert cur["required"] == 40 and prev["recalled"] == 9

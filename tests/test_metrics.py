@@ -363,7 +363,7 @@ def test_sweep_metrics(module_collector: Proc, client: HttpClient) -> None:
     run("c1", "end", True, "14 days.")
     run("c1", "absent", False, "I don't know", confidence=0.95)  # sure and wrong, no evidence
     run("c2", "start", True, "14 days")
-    run("c2", "middle", True, "14  Days")
+    run("c2", "middle", True, "14  Days [2]")  # a citation marker does not make it differ
     run("c2", "end", True, " 14 days!")
     run("c2", "absent", False, "30 days")
 
@@ -373,6 +373,12 @@ def test_sweep_metrics(module_collector: Proc, client: HttpClient) -> None:
     assert {k: v["accuracy"] for k, v in conditions.items()} == {
         "absent": 0.0, "end": 1.0, "middle": 0.5, "start": 1.0}
     assert conditions["middle"]["decisive_band"] == "middle"
+    assert list(conditions["end"]["decisive_slots"]) == [3]
+    assert list(conditions["absent"]["decisive_slots"]) == []
+    slots = rows(client.view("sweep_slots", f), "slot")
+    # absent has no slot; start, middle, end put g in slots 1, 2, 3
+    assert {k: (v["n"], v["correct"]) for k, v in slots.items()} == {1: (2, 2), 2: (2, 1), 3: (2, 2)}
+    assert close(slots[2]["ci_low"], wilson(1, 2)[0])
     sweep = client.view("sweep_summary", f).iloc[0]
     # delta: max 1.0 (start, end) - min 0.5 (middle) = 0.5, absent excluded
     assert close(sweep["sensitivity_delta"], 0.5) and sweep["worst_condition"] == "middle"
@@ -386,6 +392,8 @@ def test_sweep_metrics(module_collector: Proc, client: HttpClient) -> None:
     # answers normalised: c1 {"14 days", "30 days"} differ; c2 {"14 days"} agree: 1/2
     assert (sweep["consistency_cases"], sweep["consistent_cases"]) == (2, 1)
     assert close(sweep["answer_consistency"], 0.5)
+    assert close(sweep["answer_consistency_ci_high"], wilson(1, 2)[1])
+    assert sweep["constraints_required"] == 0 and pd.isna(sweep["constraint_recall"])
 
     u = client.view("unsupported_confidence", f).iloc[0]
     # graded with g in the prompt and a confidence: 6 (all but absent); unsupported: c1 middle

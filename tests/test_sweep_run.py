@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.ipc
 import pytest
 from click.testing import CliRunner
 
@@ -280,6 +282,9 @@ def test_a_call_recorded_but_not_journaled_stays_one_request(tmp_path: Path, llm
 
 def test_token_goes_to_the_collector_as_a_bearer_header(tmp_path: Path, llm: FakeLLM) -> None:
     seen: list[tuple[str, str | None, str | None]] = []
+    sink = pa.BufferOutputStream()
+    pa.ipc.new_stream(sink, pa.schema([])).close()
+    no_rows = sink.getvalue().to_pybytes()
 
     class Collector(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -294,6 +299,14 @@ def test_token_goes_to_the_collector_as_a_bearer_header(tmp_path: Path, llm: Fak
             self.send_header("Content-Length", "0")
             self.end_headers()
 
+        def do_GET(self) -> None:  # the summary's reads of the views, answered with no rows
+            seen.append((self.path.split("?")[0], self.headers.get("Authorization"), None))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.apache.arrow.stream")
+            self.send_header("Content-Length", str(len(no_rows)))
+            self.end_headers()
+            self.wfile.write(no_rows)
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -305,7 +318,10 @@ def test_token_goes_to_the_collector_as_a_bearer_header(tmp_path: Path, llm: Fak
         server.shutdown()
         server.server_close()
     assert result.exit_code == 0, result.output
-    assert seen == [("/v1/traces", "Bearer s3cret", "application/x-protobuf")]
+    assert seen[0] == ("/v1/traces", "Bearer s3cret", "application/x-protobuf")
+    assert sorted(seen[1:]) == [(f"/api/v1/views/{view}", "Bearer s3cret", None) for view in
+                                ("citation_alignment", "sweep_conditions", "sweep_slots",
+                                 "sweep_summary")]
 
 
 def test_db_held_by_a_collector_is_refused_plainly(tmp_path: Path, llm: FakeLLM,

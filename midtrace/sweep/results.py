@@ -1,21 +1,14 @@
-"""What the runner keeps of one recorded call: enough for the summary, nothing heavier."""
+"""What the journal keeps of one recorded call: its identity and trace id, which say the
+call is done, and its grade and layout for a reader of the journal. The summary does not
+read them: it reads the database's views."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 TrialKey = tuple[str, str, str, int]  # case id, condition, strategy, repeat
-
-# Position bands by relative position of a chunk's midpoint (docs/architecture.md, "Position band").
-BAND_EARLY_END = 1 / 3
-BAND_LATE_START = 2 / 3
-
-
-def band(midpoint: float, length: int) -> str:
-    x = midpoint / length if length else 0.0
-    return "early" if x < BAND_EARLY_END else "late" if x >= BAND_LATE_START else "middle"
 
 
 def trace_id_of(experiment: str, key: TrialKey) -> str:
@@ -33,13 +26,12 @@ class TrialResult:
     trace_id: str
     k: int
     slots: tuple[int, ...]   # 1-based prompt slots of the decisive chunks, in prompt order
-    bands: tuple[str, ...]   # their position bands, same order
     correct: bool
     matched: bool
     required: int
     recalled: int
     cited_decisive: bool | None  # None when no decisive chunk was in the prompt
-    answer: str              # normalised answer, for consistency across placements
+    answer: str              # normalised, citation markers removed
     prompt_tokens: int
     latency_ms: float
     attempts: int
@@ -48,22 +40,13 @@ class TrialResult:
     def key(self) -> TrialKey:
         return (self.case, self.condition, self.strategy, self.repeat)
 
-    @property
-    def slot(self) -> int | None:
-        """The request's decisive position: the first decisive chunk in prompt order."""
-        return self.slots[0] if self.slots else None
-
-    @property
-    def buried(self) -> bool | None:
-        """Every decisive occurrence in the middle band (None when none is in the prompt)."""
-        return all(b == "middle" for b in self.bands) if self.bands else None
-
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TrialResult:
-        values = dict(obj)
+        # journals written before a field was dropped still resume (``bands`` went once the
+        # summary read the views)
+        values = {f.name: obj[f.name] for f in fields(cls) if f.name in obj}
         values["slots"] = tuple(values.get("slots") or ())
-        values["bands"] = tuple(values.get("bands") or ())
         return cls(**values)

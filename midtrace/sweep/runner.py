@@ -3,7 +3,8 @@ the journal does not yet hold, grade, record one trace per call, summarise.
 
 Calls run on a thread pool (``concurrency`` at a time); grading and recording happen on the
 calling thread as calls finish, each finished batch sent to the sink and only then written
-to the journal, so the journal never claims a call the database does not have.
+to the journal, so the journal never claims a call the database does not have. The summary
+is read back from the database's metric views once every batch is stored.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from midtrace.sweep.conditions import (Condition, Placed, RankSpec, conditions_f
 from midtrace.sweep.grading import Grade, grade, normalize, without_citations
 from midtrace.sweep.journal import Journal, JournalError, journal_path
 from midtrace.sweep.recording import OtlpSink, Recorder, RecordError, Sink, StoreSink
-from midtrace.sweep.results import TrialKey, TrialResult, band, trace_id_of
+from midtrace.sweep.results import TrialKey, TrialResult, trace_id_of
 from midtrace.sweep.summary import Summary, summarise
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 
@@ -169,16 +170,10 @@ def genai_attributes(called: Called, model: str) -> dict[str, Any]:
 
 def result_of(called: Called) -> TrialResult:
     t, g = called.trial, called.grade
-    length = len(called.prompt.text)
-    slots: list[int] = []
-    bands: list[str] = []
-    for i, (p, (start, end)) in enumerate(zip(called.placed, called.prompt.offsets), start=1):
-        if p.chunk.role == "decisive":
-            slots.append(i)
-            bands.append(band((start + end) / 2, length))
+    slots = [i for i, p in enumerate(called.placed, start=1) if p.chunk.role == "decisive"]
     return TrialResult(
         case=t.case.id, condition=t.condition.name, strategy=t.strategy, repeat=t.repeat,
-        trace_id=t.trace_id, k=len(called.placed), slots=tuple(slots), bands=tuple(bands),
+        trace_id=t.trace_id, k=len(called.placed), slots=tuple(slots),
         correct=g.correct, matched=g.matched, required=len(g.required), recalled=len(g.recalled),
         cited_decisive=(any(s in g.cited for s in slots) if slots else None),
         answer=normalize(without_citations(called.completion.text)), prompt_tokens=prompt_tokens(called),
@@ -339,12 +334,24 @@ class Sweep:
         self.recorded += len(batch)
 
     def summary(self) -> Summary:
+        """The summary from the metric views of the database the traces went to (for --url
+        the collector answers an export after its commit, so every call is there)."""
+        from midtrace.client import ClientError, QueryError, open_client  # pandas, pyarrow
+
+        s = self.settings
+        try:
+            client = open_client(url=s.url, db=s.db, token=s.token)
+            try:
+                out = summarise(client, self.experiment, s.model, s.strategies)
+            finally:
+                client.close()
+        except (ClientError, QueryError) as e:
+            raise SweepError(f"the calls are recorded, but the summary could not be read: {e}; "
+                             "rerun the same command to print it") from e
         planned = {t.key for t in self.trials}
-        results = [r for k, r in self.journal.done.items() if k in planned]
-        out = summarise(self.experiment, self.settings.model, self.settings.strategies, results)
         out.recorded = self.recorded
         out.failed = len(self.failures)
-        out.skipped = len(results) - self.recorded
+        out.skipped = sum(1 for k in self.journal.done if k in planned) - self.recorded
         out.bad_lines = list(self.bad_lines)
         out.notes = list(self.notes)
         return out

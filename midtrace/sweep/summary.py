@@ -1,68 +1,80 @@
-"""The end-of-run summary, computed from the runner's own results (no database needed).
+"""The end-of-run summary, read from the metric views of the database the sweep wrote to.
 
-Per packing strategy:
-- accuracy per condition (the retrieval rank the evidence had) and per slot (where the
-  first decisive chunk sat in the prompt), each with a Wilson 95% interval;
-- position sensitivity delta: highest minus lowest accuracy across placement conditions
-  (the ``rank_*`` conditions, or the multi-piece ones when there are no single-piece cases);
-- buried-evidence failure rate: among cases with at least one placement in the middle band
-  and one at an edge, the share that fail only when every decisive chunk sits in the
-  middle band (wrong there at least once, never wrong at an edge);
-- citation alignment (decisive evidence in the prompt and cited), constraint recall, answer
-  consistency (a case gave the same normalised answer in every placement) and closed-book
-  accuracy (``absent``).
+Every number comes from a view (docs/metrics.md), filtered to the experiment and model and
+read through the same client as the dashboard and the report (a running collector's query
+API, or the DuckDB file), so the sweep, the gate and the Experiments page cannot disagree:
+
+- ``sweep_conditions``: accuracy per condition with its Wilson 95% interval, and the slots
+  the condition put the first decisive chunk in;
+- ``sweep_slots``: accuracy per decisive slot, single-evidence requests;
+- ``sweep_summary``: position sensitivity delta (best and worst condition), buried-evidence
+  failure rate, answer consistency, constraint recall;
+- ``citation_alignment`` grouped by strategy: decisive evidence in the prompt and cited.
+
+Bands, and so what counts as buried, follow the database's ``settings`` table. This module
+only orders the rows and prints them.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from midtrace.sweep.conditions import ABSENT, MULTI_PIECE
-from midtrace.sweep.results import TrialResult
+from midtrace.schemas.reads import Filters
+from midtrace.sweep.conditions import MULTI_PIECE
 
-Z95 = 1.959963984540054
+if TYPE_CHECKING:  # the client pulls in pandas and pyarrow; the runner imports it when it reads
+    from midtrace.client import Client
+
+Row = dict[str, Any]
 
 
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    lo = 0.0 if successes == 0 else max(0.0, centre - half)
-    hi = 1.0 if successes == n else min(1.0, centre + half)
-    return (lo, hi)
+def _number(value: Any) -> float | None:
+    """A view's value as a float; None for SQL NULL (None, NaN or pandas' NA in a frame)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _count(value: Any) -> int:
+    return int(_number(value) or 0)
 
 
 @dataclass(frozen=True)
 class Rate:
+    """A share as a view gives it: ``successes`` of ``n``, the share and its Wilson interval."""
+
     successes: int
     n: int
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
 
     @property
-    def value(self) -> float | None:
-        return self.successes / self.n if self.n else None
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson(self.successes, self.n)
+    def interval(self) -> tuple[float | None, float | None]:
+        return (self.low, self.high)
 
     def to_json(self) -> dict[str, Any]:
-        lo, hi = self.interval
         return {"n": self.n, "correct": self.successes, "accuracy": self.value,
-                "ci95": [lo, hi]}
+                "ci95": [self.low, self.high]}
 
 
-def rate(flags: Iterable[bool]) -> Rate:
-    values = list(flags)
-    return Rate(sum(values), len(values))
+def _rate(row: Row | None, successes: str, n: str, value: str, low: str, high: str) -> Rate:
+    if row is None:
+        return Rate(0, 0)
+    return Rate(_count(row.get(successes)), _count(row.get(n)), _number(row.get(value)),
+                _number(row.get(low)), _number(row.get(high)))
+
+
+def _accuracy(row: Row) -> Rate:
+    return _rate(row, "correct", "n", "accuracy", "ci_low", "ci_high")
 
 
 @dataclass
@@ -76,13 +88,10 @@ class StrategySummary:
     delta_between: tuple[str, str] | None  # (best, worst) condition
     buried_cases: int
     buried_eligible: int
+    buried_rate: float | None
     citation_alignment: Rate
     constraint_recall: Rate
     consistency: Rate
-
-    @property
-    def buried_rate(self) -> float | None:
-        return self.buried_cases / self.buried_eligible if self.buried_eligible else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,67 +135,64 @@ def _condition_order(name: str) -> tuple[int, int, str]:
     return (2, 0, name)
 
 
-def summarise_strategy(strategy: str, results: Sequence[TrialResult]) -> StrategySummary:
-    by_cond: dict[str, list[TrialResult]] = defaultdict(list)
-    for r in results:
-        by_cond[r.condition].append(r)
-    conditions = sorted(by_cond, key=_condition_order)
-    by_condition = {c: rate(r.correct for r in by_cond[c]) for c in conditions}
-    condition_slots = {c: sorted({r.slot for r in by_cond[c] if r.slot is not None})
-                       for c in conditions}
+def _slots(value: Any) -> list[int]:
+    if value is None or isinstance(value, (str, float)):  # NULL, or NaN in a frame
+        return []
+    return sorted(int(v) for v in value)
 
-    single = [r for r in results if r.condition.startswith("rank_")]
-    slots: dict[int, list[bool]] = defaultdict(list)
-    for r in single:
-        if r.slot is not None:
-            slots[r.slot].append(r.correct)
-    by_slot = {s: rate(slots[s]) for s in sorted(slots)}
 
-    placements = [c for c in conditions if c.startswith("rank_")] or \
-        [c for c in conditions if c in MULTI_PIECE]
-    delta, between = None, None
-    if placements:
-        best = max(placements, key=lambda c: by_condition[c].value or 0.0)
-        worst = min(placements, key=lambda c: by_condition[c].value or 0.0)
-        delta = (by_condition[best].value or 0.0) - (by_condition[worst].value or 0.0)
-        between = (best, worst)
+def _of(rows: Iterable[Row], strategy: str) -> list[Row]:
+    return [r for r in rows if r.get("strategy") == strategy]
 
-    placed = [r for r in results if r.condition != ABSENT]
-    per_case: dict[str, list[TrialResult]] = defaultdict(list)
-    for r in placed:
-        per_case[r.case].append(r)
-    eligible = buried = 0
-    consistent: list[bool] = []
-    for trials in per_case.values():
-        middle = [r for r in trials if r.buried is True]
-        edge = [r for r in trials if r.buried is False]
-        if middle and edge:
-            eligible += 1
-            if any(not r.correct for r in middle) and all(r.correct for r in edge):
-                buried += 1
-        if len(trials) > 1:
-            consistent.append(len({r.answer for r in trials}) == 1)
 
-    recall_n = sum(r.required for r in placed)
+def _strategy(strategy: str, head: Row, conditions: list[Row], slots: list[Row],
+              citations: Row | None) -> StrategySummary:
+    conditions = sorted(conditions, key=lambda r: _condition_order(str(r["condition"])))
+    delta = _number(head.get("sensitivity_delta"))
+    best, worst = head.get("best_condition"), head.get("worst_condition")
     return StrategySummary(
-        strategy=strategy, trials=len(results), by_condition=by_condition,
-        condition_slots=condition_slots, by_slot=by_slot, sensitivity_delta=delta,
-        delta_between=between, buried_cases=buried, buried_eligible=eligible,
-        citation_alignment=rate(bool(r.cited_decisive) for r in placed
-                                if r.cited_decisive is not None),
-        constraint_recall=Rate(sum(r.recalled for r in placed), recall_n),
-        consistency=rate(consistent),
+        strategy=strategy, trials=_count(head.get("requests")),
+        by_condition={str(r["condition"]): _accuracy(r) for r in conditions},
+        condition_slots={str(r["condition"]): _slots(r.get("decisive_slots")) for r in conditions},
+        by_slot={int(r["slot"]): _accuracy(r) for r in sorted(slots, key=lambda r: int(r["slot"]))},
+        sensitivity_delta=delta,
+        delta_between=(str(best), str(worst)) if delta is not None and best and worst else None,
+        buried_cases=_count(head.get("buried_failure_cases")),
+        buried_eligible=_count(head.get("buried_eligible_cases")),
+        buried_rate=_number(head.get("buried_failure_rate")),
+        citation_alignment=_rate(citations, "aligned", "evidence_in_prompt", "alignment",
+                                 "ci_low", "ci_high"),
+        constraint_recall=_rate(head, "constraints_recalled", "constraints_required",
+                                "constraint_recall", "constraint_recall_ci_low",
+                                "constraint_recall_ci_high"),
+        consistency=_rate(head, "consistent_cases", "consistency_cases", "answer_consistency",
+                          "answer_consistency_ci_low", "answer_consistency_ci_high"),
     )
 
 
-def summarise(experiment: str, model: str, strategies: Sequence[str],
-              results: Iterable[TrialResult]) -> Summary:
-    by_strategy: dict[str, list[TrialResult]] = defaultdict(list)
-    for r in results:
-        by_strategy[r.strategy].append(r)
+def summarise(client: Client, experiment: str, model: str,
+              strategies: Iterable[str]) -> Summary:
+    """The summary of every request the database holds for ``experiment`` answered by
+    ``model``, per strategy in ``strategies`` (in that order; a strategy without requests is
+    left out)."""
+    filters = Filters(experiment=experiment, model=model)
+
+    def rows(view: str, group_by: tuple[str, ...] = ()) -> list[Row]:
+        frame = client.view(view, filters, group_by)
+        return [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
+
+    heads = rows("sweep_summary")
+    conditions = rows("sweep_conditions")
+    slots = rows("sweep_slots")
+    citations = rows("citation_alignment", ("strategy",))
     out = Summary(experiment=experiment, model=model)
-    out.strategies = [summarise_strategy(s, by_strategy[s]) for s in strategies
-                      if by_strategy.get(s)]
+    for strategy in strategies:
+        head = _of(heads, strategy)
+        if not head:
+            continue
+        cited = _of(citations, strategy)
+        out.strategies.append(_strategy(strategy, head[0], _of(conditions, strategy),
+                                        _of(slots, strategy), cited[0] if cited else None))
     return out
 
 
@@ -201,7 +207,7 @@ def _row(label: str, r: Rate, extra: str = "") -> str:
     return f"  {label:<14} {r.n:>5} {_pct(r.value):>6}  [{_pct(lo)}, {_pct(hi)}]{extra}"
 
 
-def _slots(values: list[int]) -> str:
+def _slot_note(values: list[int]) -> str:
     if not values:
         return "  (not in prompt)"
     if len(values) == 1:
@@ -214,13 +220,14 @@ def _share(r: Rate) -> str:
 
 
 def to_text(summary: Summary) -> str:
+    """The summary as the lines ``midtrace sweep`` prints (docs/sweep.md, "The summary")."""
     lines = [f"experiment {summary.experiment} · model {summary.model} · "
              f"{summary.recorded} calls recorded now, {summary.skipped} from earlier runs"
              + (f", {summary.failed} failed" if summary.failed else "")]
     for s in summary.strategies:
         lines += ["", f"strategy {s.strategy} ({s.trials} calls)",
                   f"  {'condition':<14} {'n':>5} {'acc':>6}  95% CI"]
-        lines += [_row(c, r, _slots(s.condition_slots.get(c, [])))
+        lines += [_row(c, r, _slot_note(s.condition_slots.get(c, [])))
                   for c, r in s.by_condition.items()]
         if s.by_slot:
             lines += [f"  {'slot':<14} {'n':>5} {'acc':>6}  95% CI"]
@@ -238,5 +245,5 @@ def to_text(summary: Summary) -> str:
 
 
 def to_json(summary: Summary) -> dict[str, Any]:
+    """The summary as the object ``midtrace sweep --format json`` prints."""
     return summary.to_json()
-

@@ -10,17 +10,19 @@ SELECT
 FROM settings;
 
 -- Wilson score interval for `successes` out of `n` at 95% (z = 1.959964); NULL when n = 0.
+-- Clamped to [0, 1]: at 0 of n the low end is 0 only up to rounding (0 of 7 gave -3.6e-17).
+-- schemas/stats.py repeats this arithmetic step for step for the one frame no view returns.
 CREATE OR REPLACE MACRO wilson_low(successes, n) AS
-    CASE WHEN n > 0 THEN
+    CASE WHEN n > 0 THEN greatest(0.0,
         ((successes / n) + 1.959964 ^ 2 / (2 * n)
          - 1.959964 * sqrt((successes / n) * (1 - successes / n) / n + 1.959964 ^ 2 / (4 * n * n)))
-        / (1 + 1.959964 ^ 2 / n)
+        / (1 + 1.959964 ^ 2 / n))
     END;
 CREATE OR REPLACE MACRO wilson_high(successes, n) AS
-    CASE WHEN n > 0 THEN
+    CASE WHEN n > 0 THEN least(1.0,
         ((successes / n) + 1.959964 ^ 2 / (2 * n)
          + 1.959964 * sqrt((successes / n) * (1 - successes / n) / n + 1.959964 ^ 2 / (4 * n * n)))
-        / (1 + 1.959964 ^ 2 / n)
+        / (1 + 1.959964 ^ 2 / n))
     END;
 
 -- docs/architecture.md, "Time": [0, 4096), [4096, 16384), [16384, 65536), [65536, ...).

@@ -173,10 +173,13 @@ SELECT
     coalesce(prd.cites_decisive, false) AS cites_decisive,
     coalesce(prc.cites_noncanonical, false) AS cites_noncanonical,
     prc.cited_other_sources,
-    -- answers compared across a sweep's conditions: lower case, whitespace collapsed,
-    -- trailing punctuation dropped
+    -- answers compared across a sweep's conditions: citation markers ([3], [1, 4]) removed,
+    -- since a placement renumbers the documents they point at; lower case, whitespace
+    -- collapsed, trailing punctuation dropped
     CASE WHEN r.answer IS NOT NULL THEN
-        hash(regexp_replace(lower(trim(regexp_replace(r.answer, '\s+', ' ', 'g'))), '[\s.!?;:,]+$', ''))
+        hash(regexp_replace(lower(trim(regexp_replace(
+            regexp_replace(r.answer, '\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]', ' ', 'g'),
+            '\s+', ' ', 'g'))), '[\s.!?;:,]+$', ''))
     END AS answer_key,
     CAST(len(m.required_constraints) AS INTEGER) AS n_required,
     CAST(CASE WHEN m.required_constraints IS NOT NULL THEN

@@ -1,16 +1,19 @@
--- metric: Sweep metrics per experiment and packing strategy: position sensitivity delta, buried-evidence failure rate, answer consistency across permutations, and the closed-book baseline.
+-- metric: Sweep metrics per experiment and packing strategy: position sensitivity delta, buried-evidence failure rate, answer consistency across permutations, constraint recall, and the closed-book baseline.
 -- keys: experiment, strategy
 --
 -- sensitivity_delta: max minus min accuracy across the placement conditions (graded requests,
---   condition 'absent' excluded; NULL with fewer than two conditions).
+--   condition 'absent' excluded; NULL with fewer than two conditions). best_condition and
+--   worst_condition: a tie goes to the condition first in text order, so reruns agree.
 -- buried_failure_rate: among cases with at least one graded request whose decisive evidence
 --   reached the prompt only in the middle band (no occurrence at an edge) and at least one
 --   whose decisive evidence had an occurrence at an edge, the share that were correct in some
 --   edge request and wrong in every middle-only request.
 -- A case is one case_id answered by one model: the same question on two models is two cases.
 -- answer_consistency: among cases with answers in at least two conditions (excluding 'absent'),
---   the share whose normalised answers (lower case, whitespace collapsed, trailing
---   punctuation dropped) are all the same.
+--   the share whose normalised answers (citation markers removed, lower case, whitespace
+--   collapsed, trailing punctuation dropped) are all the same.
+-- constraint_recall: required constraints kept by the answers, over the placement conditions
+--   ('absent' excluded: without the evidence there is nothing to keep).
 CREATE OR REPLACE VIEW sweep_summary AS
 WITH f AS (
     SELECT * FROM /*facts*/request_facts f WHERE experiment IS NOT NULL
@@ -24,8 +27,10 @@ WITH f AS (
     SELECT /*groups*/ experiment, strategy,
         count(accuracy) AS conditions,
         CASE WHEN count(accuracy) >= 2 THEN max(accuracy) - min(accuracy) END AS sensitivity_delta,
-        arg_max(condition, accuracy) AS best_condition,
-        arg_min(condition, accuracy) AS worst_condition
+        first(condition ORDER BY accuracy DESC, condition) FILTER (WHERE accuracy IS NOT NULL)
+            AS best_condition,
+        first(condition ORDER BY accuracy ASC, condition) FILTER (WHERE accuracy IS NOT NULL)
+            AS worst_condition
     FROM per_condition
     GROUP BY ALL
 ), per_case AS (
@@ -61,7 +66,11 @@ WITH f AS (
             / nullif(count(correct) FILTER (WHERE condition IS DISTINCT FROM 'absent'), 0) AS accuracy,
         count(correct) FILTER (WHERE condition = 'absent') AS absent_n,
         count(*) FILTER (WHERE correct AND condition = 'absent')
-            / nullif(count(correct) FILTER (WHERE condition = 'absent'), 0) AS absent_accuracy
+            / nullif(count(correct) FILTER (WHERE condition = 'absent'), 0) AS absent_accuracy,
+        CAST(coalesce(sum(n_required) FILTER (WHERE condition IS DISTINCT FROM 'absent'), 0)
+             AS BIGINT) AS constraints_required,
+        CAST(coalesce(sum(n_recalled) FILTER (WHERE condition IS DISTINCT FROM 'absent'), 0)
+             AS BIGINT) AS constraints_recalled
     FROM f
     GROUP BY ALL
 )
@@ -84,7 +93,14 @@ SELECT /*groups*/
     c.buried_failure_cases / nullif(c.buried_eligible_cases, 0) AS buried_failure_rate,
     coalesce(c.consistency_cases, 0) AS consistency_cases,
     coalesce(c.consistent_cases, 0) AS consistent_cases,
-    c.consistent_cases / nullif(c.consistency_cases, 0) AS answer_consistency
+    c.consistent_cases / nullif(c.consistency_cases, 0) AS answer_consistency,
+    wilson_low(c.consistent_cases, c.consistency_cases) AS answer_consistency_ci_low,
+    wilson_high(c.consistent_cases, c.consistency_cases) AS answer_consistency_ci_high,
+    t.constraints_required,
+    t.constraints_recalled,
+    t.constraints_recalled / nullif(t.constraints_required, 0) AS constraint_recall,
+    wilson_low(t.constraints_recalled, t.constraints_required) AS constraint_recall_ci_low,
+    wilson_high(t.constraints_recalled, t.constraints_required) AS constraint_recall_ci_high
 FROM totals t
 LEFT JOIN spread s USING (/*groups*/ experiment, strategy)
 LEFT JOIN cases c USING (/*groups*/ experiment, strategy)
