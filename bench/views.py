@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 from midtrace.collector.storage.store import Store, connect, refresh_evidence  # noqa: E402
-from midtrace.schemas import reads  # noqa: E402
-from midtrace.schemas.reads import Filters  # noqa: E402
+from midtrace.collector.query import reads  # noqa: E402
+from midtrace.collector.query.reads import Filters  # noqa: E402
 
 CHUNKS_PER_REQUEST = 20
 

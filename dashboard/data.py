@@ -140,6 +140,18 @@ def facets() -> dict[str, Any]:
     return _facets(_src())
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _settings(src: Source) -> dict[str, float]:
+    result: dict[str, float] = client().settings()
+    return result
+
+
+def settings() -> dict[str, float]:
+    """The settings the metric views applied (docs/metrics.md, "Settings"): a page that draws
+    a threshold (min_n, the band edges) draws the one behind its numbers."""
+    return _settings(_src())
+
+
 def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
     """Send a grade to the collector, then forget cached answers so every page shows it."""
     result: dict[str, Any] = client().post_outcome(outcome)

@@ -304,8 +304,8 @@ def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
     return _layout(fig, title, height=max(200, 60 + 30 * len(frame)))
 
 
-def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: float = 1 / 3,
-                 late_start: float = 2 / 3, title: str | None = None) -> go.Figure:
+def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: float,
+                 late_start: float, title: str | None = None) -> go.Figure:
     """One prompt drawn along its token axis: a block per placement, in prompt order.
 
     ``chunks`` has one row per placement: ``chunk_id``, ``prompt_index``, ``token_start``,

@@ -16,10 +16,6 @@ import pandas as pd
 
 from midtrace.schemas.stats import wilson
 
-# The settings table's min_n (schemas/sql/migrations/001_core.sql): fewest graded requests in
-# each of two weeks before a week-over-week change is called out.
-MIN_N = 30
-
 
 def newest_week(frame: pd.DataFrame) -> date | None:
     if frame.empty or "week" not in frame:
@@ -54,12 +50,12 @@ def weekly_recall(frame: pd.DataFrame) -> pd.DataFrame:
     return by_week[cols]
 
 
-def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float = MIN_N,
+def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
                 value: str = "accuracy", n: str = "graded") -> pd.DataFrame:
     """Per slice, the change of ``value`` from the week before the newest week to the newest.
 
     ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). A slice
-    with fewer than ``min_n`` (the settings table's) in either week is not called
+    with fewer than ``min_n`` (the database's setting, data.settings()) in either week is not called
     (``called`` false) and ranks after the called ones; each kind is ranked by the size of
     the change, biggest first.
     """

@@ -2,7 +2,7 @@
 
 ``open_client(url=...)`` reads through the collector's query API (docs/query-api.md);
 ``open_client(db=...)`` opens a database file read-only, which works only while no collector
-holds it. Both run the same SQL (schemas/reads.py; the HTTP API runs it server side), so
+holds it. Both run the same SQL (collector/query/reads.py; the HTTP API runs it server side), so
 they return the same frames.
 """
 
@@ -18,11 +18,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc
 
-from midtrace.schemas import reads
-from midtrace.schemas.reads import Filters, QueryError
+from midtrace.collector.query import reads
+from midtrace.collector.query.reads import NO_EXPERIMENT, Filters, QueryError
 
-__all__ = ["Client", "ClientError", "Filters", "FileClient", "HttpClient", "QueryError",
-           "ReadOnlyError", "SourceError", "open_client"]
+__all__ = ["NO_EXPERIMENT", "Client", "ClientError", "Filters", "FileClient", "HttpClient",
+           "QueryError", "ReadOnlyError", "SourceError", "open_client"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -56,6 +56,8 @@ class Client(Protocol):
     def trace(self, trace_id: str) -> dict[str, Any] | None: ...
 
     def facets(self) -> dict[str, Any]: ...
+
+    def settings(self) -> dict[str, float]: ...
 
     def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -97,7 +99,7 @@ class FileClient(_Backend):
     read_only = True
 
     def __init__(self, path: str | Path) -> None:
-        from midtrace.collector.storage.store import StoreError, connect
+        from midtrace.collector.storage.store import StoreError, connect, forbid_external_access
 
         path = Path(path)
         if not path.exists():
@@ -107,7 +109,7 @@ class FileClient(_Backend):
         except StoreError as e:
             raise SourceError(str(e)) from e
         # Nothing here reads files or the network; a database-wide guard against that.
-        self.conn.execute("SET enable_external_access = false")
+        forbid_external_access(self.conn)
         self.path = path
         self.last_total: int | None = None
 
@@ -149,6 +151,14 @@ class FileClient(_Backend):
         cur = self._cursor()
         try:
             return reads.run_facets(cur)
+        finally:
+            cur.close()
+
+    def settings(self) -> dict[str, float]:
+        """The settings the metric views apply (band thresholds, min_n, high_confidence)."""
+        cur = self._cursor()
+        try:
+            return dict(reads.run_settings(cur)["settings"])
         finally:
             cur.close()
 
@@ -233,6 +243,11 @@ class HttpClient(_Backend):
 
     def facets(self) -> dict[str, Any]:
         return dict(self._get("/api/v1/facets").json())
+
+    def settings(self) -> dict[str, float]:
+        """The settings the collector's metric views apply (band thresholds, min_n, ...)."""
+        body = self._get("/api/v1/settings").json()
+        return {str(k): float(v) for k, v in body["settings"].items()}
 
     def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
         try:

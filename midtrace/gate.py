@@ -8,11 +8,14 @@ evidence protects nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import pandas as pd
+from midtrace.collector.query.reads import Filters
 
-from midtrace.client import Client, Filters
+if TYPE_CHECKING:  # light to import: the CLI reads Thresholds for its option defaults
+    import pandas as pd
+
+    from midtrace.client import Client
 
 Verdict = Literal["pass", "fail", "no data"]
 
@@ -53,6 +56,8 @@ class GateResult:
 
 
 def _value(frame: pd.DataFrame, column: str) -> Any:
+    import pandas as pd
+
     if frame.empty:
         return None
     value = frame.iloc[0][column]

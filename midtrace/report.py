@@ -18,7 +18,7 @@ import pandas as pd
 
 from midtrace import svg
 from midtrace.client import Client, Filters
-from midtrace.schemas.reads import BANDS, json_value
+from midtrace.collector.query.reads import BANDS, json_value
 
 SCHEMA_VERSION = "1"
 

@@ -193,7 +193,7 @@ def test_outcome_attributes_on_two_spans_merge_field_by_field() -> None:
 
 
 def test_migration_numbers_are_unique() -> None:
-    from midtrace.schemas import sqlfiles
+    from midtrace.sql import sqlfiles
 
     versions = [m.version for m in sqlfiles.migrations()]
     assert len(versions) == len(set(versions)), f"two migrations share a number: {versions}"

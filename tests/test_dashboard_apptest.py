@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -106,6 +108,29 @@ def test_inspector_in_file_mode_is_read_only_and_says_so(
     assert not at.get("form")
     # untrusted text goes to code blocks (plain text), never to Markdown
     assert all("onerror" not in m.value for m in at.markdown)
+
+
+def test_pages_draw_the_thresholds_the_database_sets(
+        env: Any, fixture_db: tuple[Path, Fixture], tmp_path: Path) -> None:
+    db, fx = fixture_db
+    changed = tmp_path / "changed.duckdb"
+    shutil.copy(db, changed)
+    conn = duckdb.connect(str(changed))
+    conn.execute("UPDATE settings SET value = CASE key WHEN 'min_n' THEN 3 "
+                 "WHEN 'band_early_end' THEN 0.2 WHEN 'band_late_start' THEN 0.9 "
+                 "ELSE value END")
+    conn.close()
+    env.setenv(launch.ENV_DB, str(changed))
+    at = app()
+    assert not at.exception
+    assert "at least 3 graded requests" in at.caption[0].value
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.incident).run()
+    assert not at.exception
+    strip = next(s for s in plotly_specs(at) if s["layout"].get("shapes"))
+    total = strip["layout"]["xaxis"]["range"][1]
+    edges = sorted(s["x0"] / total for s in strip["layout"]["shapes"] if s["type"] == "line")
+    assert edges == pytest.approx([0.2, 0.9])
 
 
 def test_an_unknown_trace_id_is_a_warning_not_an_error(

@@ -100,7 +100,7 @@ def strip_frame() -> pd.DataFrame:
 
 
 def test_prompt_strip_draws_blocks_on_the_token_axis_in_prompt_order() -> None:
-    fig = figures.prompt_strip(strip_frame(), prompt_tokens=1000)
+    fig = figures.prompt_strip(strip_frame(), 1000, early_end=0.25, late_start=0.8)
     blocks = {t.name: t for t in fig.data if t.type == "bar"}
     assert set(blocks) == {"direct_answer", "exception_constraint", "irrelevant"}
     early = blocks["direct_answer"]
@@ -114,11 +114,11 @@ def test_prompt_strip_draws_blocks_on_the_token_axis_in_prompt_order() -> None:
     assert list(cited.x) == [800.0]
     assert tuple(fig.layout.xaxis.range) == (0, 1000.0)
     bounds = sorted(s.x0 for s in fig.layout.shapes if s.type == "line")
-    assert bounds == pytest.approx([1000 / 3, 2000 / 3])
+    assert bounds == pytest.approx([250, 800])  # the settings given, not a constant
 
 
 def test_prompt_strip_escapes_untrusted_text_in_hover() -> None:
-    fig = figures.prompt_strip(strip_frame(), prompt_tokens=1000)
+    fig = figures.prompt_strip(strip_frame(), 1000, 1 / 3, 2 / 3)
     hover = " ".join(h for t in fig.data if t.hovertext is not None for h in t.hovertext)
     assert "<script>" not in hover and "<b>x</b>" not in hover
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in hover and "&lt;b&gt;x&lt;/b&gt;" in hover
@@ -127,7 +127,7 @@ def test_prompt_strip_escapes_untrusted_text_in_hover() -> None:
 
 def test_prompt_strip_without_offsets_falls_back_to_prompt_order() -> None:
     df = strip_frame().assign(token_start=None, token_end=None)
-    fig = figures.prompt_strip(df, prompt_tokens=None)
+    fig = figures.prompt_strip(df, None, 1 / 3, 2 / 3)
     assert fig.layout.xaxis.title.text.startswith("prompt order")
 
 
@@ -152,7 +152,7 @@ def test_band_heatmap_puts_counts_on_a_band_grid() -> None:
 
 def test_empty_frames_give_a_message_not_an_error() -> None:
     for fig in (figures.accuracy_by_band(pd.DataFrame()), figures.taxonomy_by_week(pd.DataFrame()),
-                figures.prompt_strip(pd.DataFrame(), 100), figures.slice_moves(pd.DataFrame())):
+                figures.prompt_strip(pd.DataFrame(), 100, 1 / 3, 2 / 3), figures.slice_moves(pd.DataFrame())):
         assert fig.layout.annotations and not fig.data
 
 

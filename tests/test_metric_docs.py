@@ -9,7 +9,7 @@ import duckdb
 
 from midtrace.collector.storage.store import Store
 from midtrace.report import SECTIONS
-from midtrace.schemas import reads
+from midtrace.collector.query import reads
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -14,7 +14,7 @@ import pytest
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.client import (
     FileClient, Filters, HttpClient, QueryError, ReadOnlyError, SourceError, open_client)
-from midtrace.schemas import reads
+from midtrace.collector.query import reads
 from midtrace.schemas.model import Chunk, Outcome
 from tests.metrics_fixtures import module_collector, ns, prompt, record
 from tests.procs import Proc
@@ -132,6 +132,8 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     requests_http, total_http = http.requests_page(Filters(service="api"), limit=2, offset=1)
     trace_http = http.trace(sent[0])
     facets_http = http.facets()
+    settings_http = http.settings()
+    help_text = get(module_collector, "/api/v1/settings").json()["help"]
     http.close()
     module_collector.stop()
 
@@ -145,6 +147,9 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     assert str(page["time"].dt.tz) == "UTC"  # whatever the machine's time zone
     assert file.trace(sent[0]) == trace_http
     assert file.facets() == facets_http
+    assert file.settings() == settings_http
+    assert settings_http["min_n"] == 30 and settings_http["band_early_end"] == pytest.approx(1 / 3)
+    assert set(help_text) == set(settings_http) and "early band" in help_text["band_early_end"]
     with pytest.raises(ReadOnlyError, match="grade through a running collector"):
         file.post_outcome({"trace_id": sent[0], "correct": True})
     with pytest.raises(QueryError, match="allowed"):
@@ -165,6 +170,7 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
         trace = again.trace(sent[0])
         assert trace is not None and trace["request"]["decisive_band"] == "middle"
         assert trace["placements"][0]["band"] == "middle"
+        assert again.settings()["band_early_end"] == 0.2
 
 
 def test_external_access_off_leaves_the_writer_working(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from midtrace.schemas import sqlfiles
+from midtrace.sql import sqlfiles
 from midtrace.schemas.stats import wilson
 
 

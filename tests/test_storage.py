@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from midtrace.collector.storage.rows import dumps
 from midtrace.collector.storage.store import Store
-from midtrace.schemas import sqlfiles
+from midtrace.sql import sqlfiles
 from midtrace.schemas.encode import request_attributes
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.procs import Proc, start_collector

@@ -346,7 +346,8 @@ def test_wrong_endpoint_stops_the_sweep(tmp_path: Path, llm: FakeLLM, db_path: P
 def test_the_sweep_imports_without_duckdb_streamlit_or_the_server() -> None:
     code = ("import sys; import midtrace.cli, midtrace.schemas.packing; "
             "from midtrace.sweep import runner, recording, summary; "
-            "light = {'midtrace.collector', 'midtrace.collector.settings'}; "
+            "light = {'midtrace.collector', 'midtrace.collector.settings', "
+            "'midtrace.collector.query', 'midtrace.collector.query.reads'}; "
             "heavy = sorted(m for m in sys.modules if (m.split('.')[0] in "
             "('duckdb', 'streamlit', 'pyarrow', 'pandas', 'uvicorn', 'starlette') "
             "or m.startswith(('midtrace.collector', 'midtrace.dashboard'))) and m not in light); "

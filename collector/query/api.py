@@ -3,7 +3,7 @@
 Reads run on cursors of the collector's own DuckDB connection (no other process can open
 the file while the collector holds it), in a worker thread so the event loop keeps
 receiving. Nothing here runs caller SQL: views and group-by keys come from allowlists in
-schemas/reads.py and every value is bound as a parameter.
+collector/query/reads.py and every value is bound as a parameter.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from midtrace.schemas import reads
-from midtrace.schemas.reads import Filters, QueryError
+from midtrace.collector.query import reads
+from midtrace.collector.query.reads import Filters, QueryError
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,9 @@ def query_routes(conn: duckdb.DuckDBPyConnection) -> list[Route]:
     async def facets(request: Request) -> Response:
         return _json(await read(reads.run_facets))
 
+    async def settings(request: Request) -> Response:
+        return _json(await read(reads.run_settings))
+
     def route(path: str, handler: Callable[[Request], Any]) -> Route:
         async def endpoint(request: Request) -> Response:
             return await guarded(handler, request)
@@ -147,4 +150,5 @@ def query_routes(conn: duckdb.DuckDBPyConnection) -> list[Route]:
         route("/api/v1/requests", requests),
         route("/api/v1/traces/{trace_id:path}", trace),
         route("/api/v1/facets", facets),
+        route("/api/v1/settings", settings),
     ]

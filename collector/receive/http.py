@@ -34,7 +34,7 @@ from midtrace.collector.intake.accept import Intake
 from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
 from midtrace.collector.settings import CollectorSettings
-from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.storage.store import Store, WriteJob, forbid_external_access
 from midtrace.collector.storage.writer import QueueFull, Writer
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ def run(settings: CollectorSettings) -> None:
     store = Store.open(settings.db, keep_text=settings.keep_text)
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
-    store.conn.execute("SET enable_external_access = false")
+    forbid_external_access(store.conn)
     writer = Writer(store, max_queue=settings.queue_size).start()
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from midtrace.collector.storage.store import Store
-from midtrace.schemas import sqlfiles
+from midtrace.sql import sqlfiles
 
 BATCH_TRACES = 2_000
 
@@ -24,7 +24,7 @@ class RebuildReport:
 
 
 def trace_count(store: Store) -> int:
-    ((n,),) = store.conn.execute("SELECT count(DISTINCT trace_id) FROM spans").fetchall()
+    ((n,),) = store.conn.execute(sqlfiles.query("trace_count")).fetchall()
     return int(n)
 
 

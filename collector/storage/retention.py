@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pyarrow as pa
-
+from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.store import Store, connect
-from midtrace.schemas import sqlfiles
+from midtrace.sql import sqlfiles
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -61,21 +60,14 @@ def prune(store: Store, older_than: timedelta | None = None, trace_ids: Sequence
     if not chosen:
         return report
     before = store.counts()
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        conn.register("_prune", pa.table({"trace_id": sorted(chosen)}))
-        conn.execute(sqlfiles.query("delete_traces"))
-        conn.unregister("_prune")
-        conn.execute("COMMIT")
-    except Exception:
-        conn.execute("ROLLBACK")
-        raise
+    with transaction(conn):
+        run_script(conn, sqlfiles.query("delete_traces"), {"trace_ids": sorted(chosen)})
     store.forget_texts()
     after = store.counts()
     report.spans = before["spans"] - after["spans"]
     report.requests = before["requests"] - after["requests"]
     report.outcomes = before["outcomes"] - after["outcomes"]
-    conn.execute("CHECKPOINT")
+    conn.checkpoint()
     return report
 
 
@@ -86,19 +78,9 @@ def compact(path: str | Path) -> None:
     fresh.unlink(missing_ok=True)
     conn = connect(path)
     try:
-        ((name,),) = conn.execute("SELECT current_database()").fetchall()
-        conn.execute(f"ATTACH {_sql_string(str(fresh))} AS compacted")
-        conn.execute(f"COPY FROM DATABASE {_sql_ident(name)} TO compacted")
-        conn.execute("DETACH compacted")
+        ((name,),) = conn.execute(sqlfiles.query("current_database")).fetchall()
+        run_script(conn, sqlfiles.query("copy_database", database=name), {"path": str(fresh)})
     finally:
         conn.close()
     os.replace(fresh, path)
     Path(str(path) + ".wal").unlink(missing_ok=True)
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _sql_ident(value: str) -> str:
-    return '"' + value.replace('"', '""') + '"'

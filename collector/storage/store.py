@@ -20,10 +20,11 @@ import duckdb
 import pyarrow as pa
 
 from midtrace.collector.normalize.pipeline import normalize_trace
+from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.known import KnownTraces
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
-from midtrace.schemas import sqlfiles
+from midtrace.sql import sqlfiles
 from midtrace.schemas.model import Outcome
 from midtrace.schemas.span import SpanRecord
 
@@ -75,34 +76,34 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         raise StoreError(f"cannot open {path}: {e}") from e
 
 
+def forbid_external_access(conn: duckdb.DuckDBPyConnection) -> None:
+    """Turn off DuckDB's access to files and the network for the whole database."""
+    conn.execute(sqlfiles.query("forbid_external_access"))
+
+
 def migrate(conn: duckdb.DuckDBPyConnection) -> list[int]:
     """Apply the numbered migrations not yet recorded, then (re)create the views."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                 "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
-    done = {v for (v,) in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+    conn.execute(sqlfiles.query("create_schema_migrations"))
+    done = {v for (v,) in conn.execute(sqlfiles.query("applied_migrations")).fetchall()}
     applied = []
     for m in sqlfiles.migrations():
         if m.version in done:
             continue
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute(m.sql)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                         [m.version, m.name, datetime.now(UTC)])
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
+        with transaction(conn):
+            conn.execute(sqlfiles.render(m.path))
+            conn.execute(sqlfiles.query("record_migration"),
+                         {"version": m.version, "name": m.name, "applied_at": datetime.now(UTC)})
         applied.append(m.version)
-    # request_evidence is created from the views before it and read by the views after it
+    # request_evidence is created from the views before it and read by the views after it;
+    # the views are stored as rendered with their defaults (schemas/sql/sqlfiles.py)
     views = sqlfiles.views()
     for v in views:
         if v.version < _EVIDENCE_INPUTS:
-            conn.execute(v.sql)
+            conn.execute(sqlfiles.render_view(v))
     _ensure_evidence(conn)
     for v in views:
         if v.version >= _EVIDENCE_INPUTS:
-            conn.execute(v.sql)
+            conn.execute(sqlfiles.render_view(v))
     return applied
 
 
@@ -111,16 +112,14 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> list[int]:
 # graded are recomputed in the same transaction, and the whole table is rebuilt when the SQL
 # it is derived from changes.
 _EVIDENCE_INPUTS = 20  # views numbered below this define request_evidence_live
-_EVIDENCE_VIEW = "request_evidence_live"
-_VIEW_BODY = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW\s+\w+\s+AS\s+(.*?);?\s*$", re.S | re.I)
-_SCOPE = re.compile(r"/\*scope (\w+)\*/TRUE")
-_SCOPE_TRACE = re.compile(r"/\*scope_trace (\w+)\*/TRUE")
-_INLINE = re.compile(r"/\*inline\*/(\w+)")
 
 
 def _evidence_hash() -> str:
-    sql = "\n".join(v.sql for v in sqlfiles.views() if v.version < _EVIDENCE_INPUTS)
-    return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+    # what the table is defined by (the stored views) and how its rows are computed (the
+    # scoped renderings the rebuild and the refresh run)
+    sql = [sqlfiles.render_view(v) for v in sqlfiles.views() if v.version < _EVIDENCE_INPUTS]
+    sql += [sqlfiles.query("fill_request_evidence", scope=s) for s in ("request_range", "traces")]
+    return hashlib.sha256("\n".join(sql).encode("utf-8")).hexdigest()
 
 
 REBUILD_BATCH = 100_000  # requests per step of a rebuild: bounds its memory
@@ -128,48 +127,19 @@ REBUILD_BATCH = 100_000  # requests per step of a rebuild: bounds its memory
 
 def _ensure_evidence(conn: duckdb.DuckDBPyConnection) -> None:
     wanted = _evidence_hash()
-    row = conn.execute("SELECT definition_hash FROM derived_state WHERE name = 'request_evidence'"
-                       ).fetchone()
+    row = conn.execute(sqlfiles.query("evidence_definition")).fetchone()
     if row is not None and row[0] == wanted:
         return
     log.info("building request_evidence (new database or a changed definition)")
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        # the table takes its columns from the view; filled in request-id ranges
-        conn.execute("CREATE OR REPLACE TABLE request_evidence AS "
-                     "SELECT * FROM request_evidence_live LIMIT 0")
-        lo, hi = conn.execute("SELECT min(request_id), max(request_id) FROM requests").fetchone()  # type: ignore[misc]
+    with transaction(conn):
+        conn.execute(sqlfiles.query("create_request_evidence"))
+        lo, hi = conn.execute(sqlfiles.query("request_id_range")).fetchone()  # type: ignore[misc]
         if lo is not None:
-            sql = "INSERT INTO request_evidence " + _scoped_evidence_sql(
-                "{alias}.request_id BETWEEN $lo AND $hi",
-                "{alias}.trace_id IN (SELECT trace_id FROM requests "
-                "WHERE request_id BETWEEN $lo AND $hi)") + " ORDER BY request_id"
+            sql = sqlfiles.query("fill_request_evidence", scope="request_range")
             for start in range(lo, hi + 1, REBUILD_BATCH):
                 conn.execute(sql, {"lo": start, "hi": start + REBUILD_BATCH - 1})
-        conn.execute("INSERT OR REPLACE INTO derived_state VALUES ('request_evidence', ?, ?)",
-                     [wanted, datetime.now(UTC)])
-        conn.execute("COMMIT")
-    except Exception:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _view_body(name: str) -> str:
-    (view,) = [v for v in sqlfiles.views() if f"VIEW {name} " in v.sql]
-    body = "\n".join(line for line in view.sql.splitlines() if not line.startswith("--"))
-    match = _VIEW_BODY.search(body)
-    assert match is not None, f"{view.name}: no CREATE OR REPLACE VIEW"
-    return match[1]
-
-
-def _scoped_evidence_sql(by_request: str, by_trace: str, view: str = _EVIDENCE_VIEW) -> str:
-    """A view's query limited to some requests: each ``/*scope x*/TRUE`` becomes ``by_request``,
-    each ``/*scope_trace x*/TRUE`` ``by_trace`` (``{alias}`` is x), each ``/*inline*/v`` the
-    scoped query of view v."""
-    body = _view_body(view)
-    body = _SCOPE.sub(lambda m: by_request.format(alias=m[1]), body)
-    body = _SCOPE_TRACE.sub(lambda m: by_trace.format(alias=m[1]), body)
-    return _INLINE.sub(lambda m: f"({_scoped_evidence_sql(by_request, by_trace, m[1])})", body)
+        conn.execute(sqlfiles.query("record_evidence_definition"),
+                     {"definition_hash": wanted, "built_at": datetime.now(UTC)})
 
 
 def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> None:
@@ -177,18 +147,13 @@ def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) 
     ids = sorted(set(trace_ids))
     if not ids:
         return
-    conn.register("_trace_ids", pa.table({"trace_id": ids}))
-    try:
-        conn.execute("CREATE OR REPLACE TEMP TABLE _refresh_ids AS SELECT request_id FROM requests "
-                     "WHERE trace_id IN (SELECT trace_id FROM _trace_ids)")
-        conn.execute("DELETE FROM request_evidence "
-                     "WHERE request_id IN (SELECT request_id FROM _refresh_ids)")
-        conn.execute("INSERT INTO request_evidence " + _scoped_evidence_sql(
-            "{alias}.request_id IN (SELECT request_id FROM _refresh_ids)",
-            "{alias}.trace_id IN (SELECT trace_id FROM _trace_ids)"))
-        conn.execute("DROP TABLE _refresh_ids")
-    finally:
-        conn.unregister("_trace_ids")
+    request_ids = [r for _, r in conn.execute(sqlfiles.query("request_ids_of_traces"),
+                                              {"trace_ids": ids}).fetchall()]
+    if not request_ids:
+        return
+    scope = {"request_ids": request_ids, "trace_ids": ids}
+    conn.execute(sqlfiles.query("delete_evidence_of_requests"), {"request_ids": request_ids})
+    conn.execute(sqlfiles.query("fill_request_evidence", scope="traces"), scope)
 
 
 class Store:
@@ -198,8 +163,10 @@ class Store:
         self.conn = conn
         self.keep_text = keep_text
         migrate(conn)
-        self._next_request_id = self._max("requests", "request_id") + 1
-        self._next_outcome_id = self._max("outcomes", "outcome_id") + 1
+        max_ids = conn.execute(sqlfiles.query("max_ids")).fetchone()
+        assert max_ids is not None
+        self._next_request_id = int(max_ids[0]) + 1
+        self._next_outcome_id = int(max_ids[1]) + 1
         self.encoder = SpanEncoder(keep_text)
         self.known = KnownTraces(conn.execute(sqlfiles.query("trace_keys")).fetchnumpy()["k"])
         self._hash_cache: dict[str, str] = {}
@@ -211,10 +178,6 @@ class Store:
 
     def close(self) -> None:
         self.conn.close()
-
-    def _max(self, table: str, column: str) -> int:
-        ((value,),) = self.conn.execute(f"SELECT coalesce(max({column}), 0) FROM {table}").fetchall()
-        return int(value)
 
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
         """Store the jobs in one transaction (all or nothing)."""
@@ -232,12 +195,8 @@ class Store:
         maybe_stored = sorted(t for t in trace_ids if self.known.may_contain(t))
         conn = self.conn
         texts: dict[str, str] = {}
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            by_trace: dict[str, dict[str, SpanRecord]] = {}
-            if maybe_stored:
-                conn.register("_trace_ids", pa.table({"trace_id": maybe_stored}))
-                by_trace = self.stored_spans()
+        with transaction(conn):
+            by_trace = self.spans_of_traces(maybe_stored) if maybe_stored else {}
             for (trace_id, span_id), span in new_spans.items():
                 by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
             if new_spans:
@@ -249,9 +208,7 @@ class Store:
             stats.traces = len(by_trace)
             rows = Rows(hash_cache=self._hash_cache)
             if by_trace:
-                self._derive(by_trace, bool(maybe_stored), rows, received_at, stats)
-            if maybe_stored:
-                conn.unregister("_trace_ids")
+                self._derive(by_trace, maybe_stored, rows, received_at, stats)
             for o in api_outcomes:
                 assert o.trace_id is not None
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
@@ -259,10 +216,6 @@ class Store:
             self._append(rows)
             refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
                                                     if o.trace_id is not None})
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
         self.known.add(trace_ids)
         self.encoder.committed(texts)
         self._chunk_texts_stored.update(chunk_texts)
@@ -284,52 +237,42 @@ class Store:
     def rederive(self, trace_ids: Sequence[str]) -> WriteStats:
         """Normalize the given stored traces again and replace their derived rows."""
         stats = WriteStats()
-        conn = self.conn
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.register("_trace_ids", pa.table({"trace_id": list(trace_ids)}))
-            by_trace = self.stored_spans()
+        trace_ids = list(trace_ids)
+        with transaction(self.conn):
+            by_trace = self.spans_of_traces(trace_ids)
             stats.traces = len(by_trace)
             rows = Rows(hash_cache=self._hash_cache)
-            self._derive(by_trace, True, rows, datetime.now(UTC), stats)
-            conn.unregister("_trace_ids")
+            self._derive(by_trace, trace_ids, rows, datetime.now(UTC), stats)
             self._append(rows)
-            refresh_evidence(conn, by_trace)
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
+            refresh_evidence(self.conn, by_trace)
         return stats
 
     def spans_of_traces(self, trace_ids: Sequence[str]) -> dict[str, dict[str, SpanRecord]]:
         """The stored spans of the given traces (texts restored), by trace and span id."""
-        self.conn.register("_trace_ids", pa.table({"trace_id": sorted(set(trace_ids))}))
-        try:
-            return self.stored_spans()
-        finally:
-            self.conn.unregister("_trace_ids")
-
-    def stored_spans(self) -> dict[str, dict[str, SpanRecord]]:
-        """Spans already stored for the traces in ``_trace_ids``, texts restored."""
-        texts = dict(self.conn.execute(sqlfiles.query("texts_of_traces")).fetchall())
+        if not trace_ids:
+            return {}
+        ids = {"trace_ids": sorted(set(trace_ids))}
+        texts = dict(self.conn.execute(sqlfiles.query("texts_of_traces"), ids).fetchall())
         out: dict[str, dict[str, SpanRecord]] = {}
-        for row in self.conn.execute(sqlfiles.query("spans_of_traces")).fetchall():
+        for row in self.conn.execute(sqlfiles.query("spans_of_traces"), ids).fetchall():
             span = span_from_row(row, texts)
             out.setdefault(span.trace_id, {})[span.span_id] = span
         return out
 
-    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], any_stored: bool, rows: Rows,
-                received_at: datetime, stats: WriteStats) -> None:
-        """Normalize each trace and replace the derived rows of those in ``_trace_ids``."""
+    def _derive(self, by_trace: dict[str, dict[str, SpanRecord]], stored: Sequence[str],
+                rows: Rows, received_at: datetime, stats: WriteStats) -> None:
+        """Normalize each trace; the derived rows of the traces in ``stored`` (those that may
+        have some already) are replaced."""
         conn = self.conn
         existing: dict[str, int] = {}
         prior_outcomes: dict[str, tuple[int, datetime]] = {}
-        if any_stored:
-            existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces")).fetchall())
+        if stored:
+            ids = {"trace_ids": list(stored)}
+            existing = dict(conn.execute(sqlfiles.query("request_ids_of_traces"), ids).fetchall())
             prior_outcomes = {t: (oid, at) for t, oid, at in
-                              conn.execute(sqlfiles.query("span_outcome_ids")).fetchall()}
+                              conn.execute(sqlfiles.query("span_outcome_ids"), ids).fetchall()}
             if existing or prior_outcomes:
-                conn.execute(sqlfiles.query("delete_derived"))
+                run_script(conn, sqlfiles.query("delete_derived"), ids)
         for trace_id, spans in by_trace.items():
             ordered = sorted(spans.values(), key=lambda s: (s.start_ns, s.span_id))
             try:
@@ -366,16 +309,11 @@ class Store:
 
     def _append(self, rows: Rows) -> None:
         for table, data in rows.tables().items():
-            if data.num_rows == 0:
-                continue
-            if table == "chunk_texts":
-                self._insert("_rows", data, "INSERT OR IGNORE INTO chunk_texts SELECT * FROM _rows")
-            else:
-                self._insert("_rows", data, f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
+            if data.num_rows:
+                self._insert("_rows", data, sqlfiles.query(f"insert_{table}"))
 
     def counts(self) -> dict[str, int]:
-        out = {}
-        for table in ("spans", "requests", "chunks", "placements", "outcomes", "chunk_texts", "texts"):
-            ((n,),) = self.conn.execute(f"SELECT count(*) FROM {table}").fetchall()
-            out[table] = int(n)
-        return out
+        cursor = self.conn.execute(sqlfiles.query("table_counts"))
+        counts = cursor.fetchone()
+        assert counts is not None
+        return {d[0]: int(n) for d, n in zip(cursor.description, counts)}

@@ -99,7 +99,9 @@ for col, (label, value) in zip(facts[1:], (
 prompt_tokens = request.get("prompt_tokens")
 if not prompt_tokens and not placed.empty and placed["token_end"].notna().any():
     prompt_tokens = int(placed["token_end"].max())
-strip = figures.prompt_strip(placed, prompt_tokens,
+bands = data.settings()  # the band edges the views used, so the shading matches the numbers
+strip = figures.prompt_strip(placed, prompt_tokens, bands["band_early_end"],
+                             bands["band_late_start"],
                              title="The prompt, left to right: each block a chunk in prompt order")
 event = ui.chart(strip, placed.drop(columns=["text"], errors="ignore"), f"prompt_{trace_id}",
                  key="strip", on_select="rerun", selection_mode="points",

@@ -5,16 +5,17 @@ from __future__ import annotations
 import streamlit as st
 
 from midtrace.dashboard import data, figures, filters, frames, ui
-from midtrace.schemas.reads import NO_EXPERIMENT
+from midtrace.client import NO_EXPERIMENT
 
 # The weekly review is about production traffic: requests recorded by an experiment (a
 # sweep) are left to the Experiments and Position pages.
 params = data.params_key({**filters.current(), "experiment": NO_EXPERIMENT})
+min_n = int(data.settings()["min_n"])  # the views' own threshold, not a copy of it
 
 st.title("Weekly review")
 st.caption("The newest week in the selected range against the week before, production traffic "
            "only (experiments are on the Experiments page). A change is called "
-           f"out only when both weeks have at least {frames.MIN_N} graded requests; shaded "
+           f"out only when both weeks have at least {min_n} graded requests; shaded "
            "bands and ranges are Wilson 95% intervals.")
 
 weekly = ui.query(data.view, "weekly_overview", params, ("week",))
@@ -37,7 +38,7 @@ for col, (label, frame, value, n, better, help_text) in zip(cols, (
      "Required qualifiers (exceptions, limits) that the answer kept."),
 ), strict=True):
     current, previous = frames.last_two_weeks(frame, value)
-    ui.headline(col, label, current, previous, value, n, frames.MIN_N, better, help_text)
+    ui.headline(col, label, current, previous, value, n, min_n, better, help_text)
 
 week = frames.newest_week(weekly)
 st.caption(f"Newest week: {week:%d %b %Y} (ISO week {week.isocalendar().week})." if week else "")
@@ -65,10 +66,10 @@ with right:
 
 st.subheader("Slices that moved most")
 st.caption("Accuracy in the newest week against the week before, per model, template, packing "
-           f"strategy and context length, biggest change first. Grey: fewer than {frames.MIN_N} "
+           f"strategy and context length, biggest change first. Grey: fewer than {min_n} "
            "graded requests in one of the weeks, so the change is not called.")
 parts = []
 for dim in ("model", "template", "strategy", "context_bucket"):
     parts.append((dim, ui.query(data.view, "weekly_overview", params, (dim, "week"))))
-moves = frames.slice_moves(parts, frames.MIN_N)
+moves = frames.slice_moves(parts, min_n)
 ui.chart(figures.slice_moves(moves.head(12)), moves, "slice_moves")

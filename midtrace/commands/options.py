@@ -7,6 +7,7 @@ dataclasses (midtrace.collector.settings, midtrace.supervise).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -20,6 +21,17 @@ from midtrace.supervise import DEFAULT_DASHBOARD_PORT
 
 EXIT_USAGE = 2
 EXIT_SOURCE = 3
+
+
+def default_of(settings: type, name: str) -> Any:
+    """The default the settings dataclass ``settings`` gives field ``name``: an option takes
+    its default from there instead of writing it again."""
+    for field in dataclasses.fields(settings):
+        if field.name == name:
+            if field.default is dataclasses.MISSING:
+                raise TypeError(f"{settings.__name__}.{name} has no default")
+            return field.default
+    raise TypeError(f"{settings.__name__} has no field {name}")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

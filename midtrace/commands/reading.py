@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, READ_STORE_HELP, fail, store_option, token_option, url_option)
+    EXIT_SOURCE, READ_STORE_HELP, default_of, fail, store_option, token_option, url_option)
+from midtrace.gate import Thresholds
 
 
 def _source_options(fn):  # type: ignore[no-untyped-def]
@@ -25,7 +26,7 @@ def _source_options(fn):  # type: ignore[no-untyped-def]
 
 
 def _filters(since: str | None, until: str | None, pairs: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from midtrace.schemas.reads import Filters, QueryError
+    from midtrace.collector.query.reads import Filters, QueryError
 
     params: dict[str, str] = {}
     for pair in pairs:
@@ -44,7 +45,7 @@ def _filters(since: str | None, until: str | None, pairs: tuple[str, ...]):  # t
 
 
 def _group_by(value: str | None) -> tuple[str, ...]:
-    from midtrace.schemas.reads import QueryError, parse_group_by
+    from midtrace.collector.query.reads import QueryError, parse_group_by
 
     try:
         return parse_group_by(value)
@@ -133,15 +134,15 @@ class _Threshold(click.ParamType):
 
 @click.command()
 @_source_options
-@click.option("--max-buried-rate", type=_Threshold(), default="0.1", envvar="MIDTRACE_MAX_BURIED_RATE",
+@click.option("--max-buried-rate", type=_Threshold(), default=default_of(Thresholds, "max_buried_rate"), envvar="MIDTRACE_MAX_BURIED_RATE",
               show_envvar=True, help="Fail when buried / graded-wrong is above this ('off' skips).")
-@click.option("--max-sensitivity-delta", type=_Threshold(), default="0.15",
+@click.option("--max-sensitivity-delta", type=_Threshold(), default=default_of(Thresholds, "max_sensitivity_delta"),
               envvar="MIDTRACE_MAX_SENSITIVITY_DELTA", show_envvar=True,
               help="Fail when a sweep's max-min accuracy across placements is above this "
               "('off' skips; no sweep data fails).")
-@click.option("--min-accuracy", type=_Threshold(), default="0.8", envvar="MIDTRACE_MIN_ACCURACY",
+@click.option("--min-accuracy", type=_Threshold(), default=default_of(Thresholds, "min_accuracy"), envvar="MIDTRACE_MIN_ACCURACY",
               show_envvar=True, help="Fail when accuracy of graded requests is below this ('off' skips).")
-@click.option("--min-n", type=click.IntRange(0), default=50, envvar="MIDTRACE_MIN_N", show_envvar=True,
+@click.option("--min-n", type=click.IntRange(0), default=default_of(Thresholds, "min_n"), envvar="MIDTRACE_MIN_N", show_envvar=True,
               help="Fewest graded requests to judge; fewer fails as no data.")
 @click.pass_context
 def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
@@ -149,7 +150,7 @@ def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None
          max_buried_rate: float | None, max_sensitivity_delta: float | None,
          min_accuracy: float | None, min_n: int) -> None:
     """Judge the traffic against thresholds: exit 0 pass, 1 fail or no data, 2 usage, 3 source."""
-    from midtrace.gate import Thresholds, evaluate
+    from midtrace.gate import evaluate
 
     filters = _filters(since, until, filter_pairs)
     thresholds = Thresholds(max_buried_rate=max_buried_rate,

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, fail, from_env, store_option, token_option, url_option)
+    EXIT_USAGE, default_of, fail, from_env, store_option, token_option, url_option)
+from midtrace.sweep.settings import RetryPolicy, SweepSettings
+
+
+def sweep_default(name: str) -> Any:
+    return default_of(SweepSettings, name)
+
+
+def retry_default(name: str) -> Any:
+    return default_of(RetryPolicy, name)
+
 
 
 @click.command()
@@ -23,18 +34,19 @@ from midtrace.commands.options import (
 @click.option("--experiment", envvar="MIDTRACE_SWEEP_EXPERIMENT", show_envvar=True,
               help="Experiment name; rerunning one resumes it. Default: "
                    "<cases file stem>-<model>-<YYYYMMDD>.")
-@click.option("--ranks", envvar="MIDTRACE_SWEEP_RANKS", show_envvar=True, default="all",
+@click.option("--ranks", envvar="MIDTRACE_SWEEP_RANKS", show_envvar=True,
+              default=str(sweep_default("ranks")),
               help="Retrieval ranks for the decisive chunk: all, edges+middle (1, ceil(k/2), k) "
                    "or a list such as 1,5,10.")
 @click.option("--strategies", envvar="MIDTRACE_SWEEP_STRATEGIES", show_envvar=True,
-              default="score_order",
+              default=",".join(sweep_default("strategies")),
               help="Packing strategies, comma-separated: score_order, edge, "
                    "long_context_reorder, reverse, doc_order_within_source.")
 @click.option("--absent", is_flag=True, envvar="MIDTRACE_SWEEP_ABSENT", show_envvar=True,
               help="Add the closed-book condition: the distractors without the decisive chunk.")
-@click.option("--repeats", envvar="MIDTRACE_SWEEP_REPEATS", show_envvar=True, default=1,
+@click.option("--repeats", envvar="MIDTRACE_SWEEP_REPEATS", show_envvar=True, default=sweep_default("repeats"),
               type=click.IntRange(1, 1000), help="Calls per condition (raise --temperature too).")
-@click.option("--concurrency", envvar="MIDTRACE_SWEEP_CONCURRENCY", show_envvar=True, default=4,
+@click.option("--concurrency", envvar="MIDTRACE_SWEEP_CONCURRENCY", show_envvar=True, default=sweep_default("concurrency"),
               type=click.IntRange(1, 256), help="Calls in flight at once.")
 @click.option("--template", envvar="MIDTRACE_SWEEP_TEMPLATE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -46,15 +58,15 @@ from midtrace.commands.options import (
 @click.option("--state-dir", envvar="MIDTRACE_SWEEP_STATE_DIR", show_envvar=True,
               type=click.Path(file_okay=False, path_type=Path),
               help="Where resume journals live. Default: .midtrace/sweeps next to the cases file.")
-@click.option("--temperature", envvar="MIDTRACE_SWEEP_TEMPERATURE", show_envvar=True, default=0.0,
+@click.option("--temperature", envvar="MIDTRACE_SWEEP_TEMPERATURE", show_envvar=True, default=sweep_default("temperature"),
               type=click.FloatRange(0, 2), help="Sampling temperature sent to the endpoint.")
-@click.option("--max-tokens", envvar="MIDTRACE_SWEEP_MAX_TOKENS", show_envvar=True, default=100,
+@click.option("--max-tokens", envvar="MIDTRACE_SWEEP_MAX_TOKENS", show_envvar=True, default=sweep_default("max_tokens"),
               type=click.IntRange(1), help="Most tokens the model may answer with.")
-@click.option("--timeout", envvar="MIDTRACE_SWEEP_TIMEOUT", show_envvar=True, default=120.0,
+@click.option("--timeout", envvar="MIDTRACE_SWEEP_TIMEOUT", show_envvar=True, default=sweep_default("timeout"),
               type=click.FloatRange(0.1), help="Seconds to wait for one answer before retrying.")
-@click.option("--retries", envvar="MIDTRACE_SWEEP_RETRIES", show_envvar=True, default=5,
+@click.option("--retries", envvar="MIDTRACE_SWEEP_RETRIES", show_envvar=True, default=retry_default("retries"),
               type=click.IntRange(0, 100), help="Retries of a call on 429, 5xx or a timeout.")
-@click.option("--backoff", envvar="MIDTRACE_SWEEP_BACKOFF", show_envvar=True, default=0.5,
+@click.option("--backoff", envvar="MIDTRACE_SWEEP_BACKOFF", show_envvar=True, default=retry_default("backoff"),
               type=click.FloatRange(0), help="First retry wait in seconds, doubling each retry "
                                              "(Retry-After wins when the endpoint sends it).")
 @click.option("--format", "output_format", envvar="MIDTRACE_SWEEP_FORMAT", show_envvar=True,
@@ -69,10 +81,10 @@ def sweep(cases: Path, endpoint: str, model: str, experiment: str | None, ranks:
     import os
 
     from midtrace.sweep import summary as summaries
-    from midtrace.sweep.client import RetryPolicy, api_key_from_env
+    from midtrace.sweep.client import api_key_from_env
     from midtrace.sweep.conditions import ConditionError, parse_ranks, parse_strategies
     from midtrace.sweep.prompt import Template, TemplateError
-    from midtrace.sweep.runner import Sweep, SweepError, SweepSettings
+    from midtrace.sweep.runner import Sweep, SweepError
 
     if url is not None and db is not None and from_env("db"):
         db = None  # MIDTRACE_STORE set for other commands; --url given for this one

@@ -11,7 +11,6 @@ HTTP date). 401, 403 and 404 would fail every call alike, so they stop the sweep
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
+
+from midtrace.sweep.settings import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +39,6 @@ class EndpointError(Exception):
 
 class EndpointConfigError(EndpointError):
     """The endpoint refuses every call (wrong URL, key or model): the sweep stops."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    retries: int = 5
-    backoff: float = 0.5
-    max_backoff: float = 30.0
-    max_retry_after: float = 60.0
-
-    def wait(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        base = min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
-        return float(base * (0.5 + random.random() / 2))
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,14 @@ from typing import Any
 
 from midtrace.sweep import prompt as prompts
 from midtrace.sweep.cases import Case, load_cases
-from midtrace.sweep.client import (ChatClient, Completion, EndpointConfigError, EndpointError,
-                                   RetryPolicy)
-from midtrace.sweep.conditions import (Condition, Placed, RankSpec, conditions_for, prompt_order,
+from midtrace.sweep.client import ChatClient, Completion, EndpointConfigError, EndpointError
+from midtrace.sweep.conditions import (Condition, Placed, conditions_for, prompt_order,
                                        retrieval_order)
 from midtrace.sweep.grading import Grade, grade, normalize, without_citations
 from midtrace.sweep.journal import Journal, JournalError, journal_path
 from midtrace.sweep.recording import OtlpSink, Recorder, RecordError, Sink, StoreSink
 from midtrace.sweep.results import TrialKey, TrialResult, trace_id_of
+from midtrace.sweep.settings import SweepSettings
 from midtrace.sweep.summary import Summary, summarise
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 
@@ -42,29 +42,6 @@ MAX_CONSECUTIVE_FAILURES = 10
 
 class SweepError(Exception):
     """The sweep cannot start or had to stop; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class SweepSettings:
-    cases: Path
-    endpoint: str
-    model: str
-    experiment: str | None = None
-    ranks: RankSpec = RankSpec("all")
-    strategies: tuple[str, ...] = ("score_order",)
-    absent: bool = False
-    repeats: int = 1
-    concurrency: int = 4
-    template: prompts.Template | None = None
-    url: str | None = None
-    token: str | None = None
-    db: Path | None = None
-    state_dir: Path | None = None
-    api_key: str | None = None
-    timeout: float = 120.0
-    retry: RetryPolicy = RetryPolicy()
-    temperature: float = 0.0
-    max_tokens: int = 100
 
 
 def default_experiment(cases: Path, model: str, today: datetime | None = None) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from midtrace.schemas.reads import Filters
+from midtrace.collector.query.reads import Filters
 from midtrace.sweep.conditions import MULTI_PIECE
 
 if TYPE_CHECKING:  # the client pulls in pandas and pyarrow; the runner imports it when it reads

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_FOLDERS = {"midtrace": "midtrace", "collector": "midtrace.collector",
                   "dashboard": "midtrace.dashboard", "sample_traces": "midtrace.sample_traces",
-                  "schemas": "midtrace.schemas"}
+                  "schemas": "midtrace.schemas", "schemas/sql": "midtrace.sql"}
 OLD_IMPORT = re.compile(r"^\s*(from|import)\s+(schemas|collector|dashboard|sample_traces)\b", re.M)
 HEAVY = {"duckdb", "streamlit", "grpcio", "protobuf", "pyarrow", "pandas", "plotly", "starlette",
          "uvicorn", "opentelemetry-proto", "midtrace"}
@@ -54,11 +54,13 @@ def test_no_module_imports_a_top_level_name_midtrace_does_not_install() -> None:
 
 def test_every_source_folder_is_a_declared_package() -> None:
     found = set()
-    for folder, name in SOURCE_FOLDERS.items():
+    for folder in SOURCE_FOLDERS:
         for path in (ROOT / folder).rglob("*.py"):
-            parts = path.parent.relative_to(ROOT / folder).parts
+            # the package of the deepest mapped folder holding the file
+            home = max((f for f in SOURCE_FOLDERS if path.is_relative_to(ROOT / f)), key=len)
+            parts = path.parent.relative_to(ROOT / home).parts
             if "build" not in parts and "__pycache__" not in parts:
-                found.add(".".join((name, *parts)))
+                found.add(".".join((SOURCE_FOLDERS[home], *parts)))
     assert found <= declared_packages(), f"not in any pyproject.toml: {found - declared_packages()}"
     assert not (ROOT / "midtrace" / "__init__.py").exists(), \
         "midtrace is a namespace package shared by two distributions"
@@ -134,9 +136,12 @@ def test_the_wheels_install_only_names_under_midtrace_and_carry_their_data(tmp_p
     assert {"midtrace/cli.py", "midtrace/collector/receive/http.py", "midtrace/dashboard/app.py",
             "midtrace/dashboard/app_pages/inspector.py", "midtrace/sample_traces/manifest.json",
             "midtrace/sample_traces/support_outcomes.json",
-            "midtrace/sample_traces/langchain_rag.jsonl"} <= main
+            "midtrace/sample_traces/langchain_rag.jsonl", "midtrace/sql/sqlfiles.py",
+            "midtrace/collector/query/reads.py", "midtrace/sql/parts/filters.sql",
+            "midtrace/sql/views/31_accuracy_by_band.sql",
+            "midtrace/sql/migrations/001_core.sql"} <= main
     assert any(f.startswith("midtrace/sample_traces/") and f.endswith(".jsonl.gz") for f in main)
     assert {"midtrace/schemas/encode.py", "midtrace/schemas/packing.py",
-            "midtrace/schemas/sql/views/31_accuracy_by_band.sql",
-            "midtrace/schemas/sql/migrations/001_core.sql"} <= sdk
+            "midtrace/schemas/py.typed"} <= sdk
+    assert not any("/sql/" in f or f.endswith(".sql") for f in sdk)  # the store's, not the app's
     assert not any(f.startswith("midtrace/schemas/") for f in main)

@@ -1,12 +1,12 @@
--- Everything stored for the traces in _prune: derived rows, every outcome, the kept spans;
+-- Everything stored for the traces $trace_ids: derived rows, every outcome, the kept spans;
 -- then texts no remaining span or chunk refers to.
 DELETE FROM chunks WHERE request_id IN (
-    SELECT request_id FROM requests WHERE trace_id IN (SELECT trace_id FROM _prune));
+    SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
 DELETE FROM placements WHERE request_id IN (
-    SELECT request_id FROM requests WHERE trace_id IN (SELECT trace_id FROM _prune));
-DELETE FROM requests WHERE trace_id IN (SELECT trace_id FROM _prune);
-DELETE FROM outcomes WHERE trace_id IN (SELECT trace_id FROM _prune);
-DELETE FROM spans WHERE trace_id IN (SELECT trace_id FROM _prune);
+    SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
+DELETE FROM requests WHERE trace_id IN (SELECT unnest($trace_ids));
+DELETE FROM outcomes WHERE trace_id IN (SELECT unnest($trace_ids));
+DELETE FROM spans WHERE trace_id IN (SELECT unnest($trace_ids));
 DELETE FROM texts WHERE text_hash NOT IN (
     SELECT DISTINCT unnest(text_refs) FROM spans WHERE text_refs IS NOT NULL);
 DELETE FROM chunk_texts WHERE text_hash NOT IN (

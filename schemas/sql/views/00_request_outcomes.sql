@@ -1,13 +1,15 @@
 -- Outcomes merged field by field (docs/architecture.md, "Outcomes"): for each field, the value from
 -- the newest outcome that sets it wins. Posted outcomes ('api') override span attributes
 -- ('span'); among equals, newest by `time` (else arrival time), then arrival order.
+-- request_evidence_live inlines this query, limited to the traces it covers (parts/scope.sql).
+{% from "parts/scope.sql" import trace_in_scope with context %}
 CREATE OR REPLACE VIEW request_outcomes AS
 WITH ranked AS (
     SELECT *,
            (CASE origin WHEN 'api' THEN 1 ELSE 0 END) AS priority,
            coalesce(time, received_at) AS effective_time
     FROM outcomes o
-    WHERE /*scope_trace o*/TRUE
+    WHERE {{ trace_in_scope("o") }}
 )
 SELECT
     trace_id,

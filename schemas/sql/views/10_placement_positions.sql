@@ -19,7 +19,6 @@ WITH placed AS (
                  nullif(max(p.token_end) OVER (PARTITION BY p.request_id), 0)) AS prompt_tokens
     FROM placements p
     JOIN requests r USING (request_id)
-    WHERE /*scope p*/TRUE
 ), positioned AS (
     SELECT *, relative_position(token_start, token_end, prompt_tokens, slot, k) AS relative_position
     FROM placed

@@ -3,26 +3,27 @@
 -- none of the settings (bands are applied in request_facts from the decisive_*_position
 -- columns). The store keeps request_evidence equal to this view: it recomputes the rows of
 -- each trace it writes or grades and rebuilds the table when this definition changes. For
--- that it runs this query with each /*scope x*/TRUE replaced by a filter on the request ids
--- being refreshed, and request_outcomes inlined with its /*scope_trace x*/TRUE replaced by a
--- filter on their trace ids (collector/store.py), so a refresh reads only those requests.
--- Query this view directly to check the table.
+-- that it renders this query under a `scope` (parts/scope.sql): each request_in_scope(x) and
+-- trace_in_scope(x) becomes a filter on the requests being refreshed, and request_outcomes is
+-- inlined, limited alike (relation(), schemas/sql/sqlfiles.py), so a refresh reads only those
+-- requests (collector/storage/store.py). Query this view directly to check the table.
 --
 -- Decisive chunks (docs/architecture.md, "decisive position"): the merged outcome's decisive_chunk_ids
 -- when it names any; else the chunks the app marked decisive; else the chunks it labelled
 -- direct_answer or exception_constraint. decisive_source says which rule applied.
+{% from "parts/scope.sql" import request_in_scope with context %}
 CREATE OR REPLACE VIEW request_evidence_live AS
 WITH req AS (
-    SELECT * FROM requests r WHERE /*scope r*/TRUE
+    SELECT * FROM requests r WHERE {{ request_in_scope("r") }}
 ), chunk AS (
-    SELECT * FROM chunks c WHERE /*scope c*/TRUE
+    SELECT * FROM chunks c WHERE {{ request_in_scope("c") }}
 ), merged AS (
     SELECT r.request_id, o.correct, o.score, o.graded_at,
            list_distinct(o.decisive_chunk_ids) AS decisive_chunk_ids,
            list_distinct(o.required_constraints) AS required_constraints,
            o.recalled_constraints
     FROM req r
-    JOIN /*inline*/request_outcomes o ON o.trace_id = r.trace_id
+    JOIN {{ relation("request_outcomes") }} o ON o.trace_id = r.trace_id
 ), placed AS (
     SELECT
         p.request_id,
@@ -35,7 +36,7 @@ WITH req AS (
                  nullif(max(p.token_end) OVER (PARTITION BY p.request_id), 0)) AS prompt_tokens
     FROM placements p
     JOIN req r USING (request_id)
-    WHERE /*scope p*/TRUE
+    WHERE {{ request_in_scope("p") }}
 ), positioned AS (
     SELECT request_id, chunk_id, slot, k,
            relative_position(token_start, token_end, prompt_tokens, slot, k) AS relative_position

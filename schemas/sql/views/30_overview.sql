@@ -1,7 +1,7 @@
 -- metric: Headline figures: requests, accuracy of graded requests, buried rate, citation alignment, unsupported confidence.
 -- keys:
 CREATE OR REPLACE VIEW overview AS
-SELECT /*groups*/
+SELECT {{ groups }}
     count(*) AS requests,
     count(correct) AS graded,
     count(*) FILTER (WHERE correct) AS correct,
@@ -19,5 +19,5 @@ SELECT /*groups*/
     count(*) FILTER (WHERE unsupported_confidence) AS unsupported_confidence,
     min(time) AS first_time,
     max(time) AS last_time
-FROM /*facts*/request_facts f
+FROM {{ facts }} f
 GROUP BY ALL;

@@ -1,7 +1,7 @@
 -- metric: Buried rate: buried / graded-wrong requests, with a Wilson 95% interval (the figure the gate watches).
 -- keys:
 CREATE OR REPLACE VIEW buried_rate AS
-SELECT /*groups*/
+SELECT {{ groups }}
     count(correct) AS graded,
     count(*) FILTER (WHERE NOT correct) AS wrong,
     count(*) FILTER (WHERE taxonomy_class = 'buried') AS buried,
@@ -11,5 +11,5 @@ SELECT /*groups*/
         AS ci_low,
     wilson_high(count(*) FILTER (WHERE taxonomy_class = 'buried'), count(*) FILTER (WHERE NOT correct))
         AS ci_high
-FROM /*facts*/request_facts f
+FROM {{ facts }} f
 GROUP BY ALL;

@@ -1,37 +1,15 @@
 -- metric: The weekly review: requests, accuracy, buried rate and citation alignment per ISO week (Monday, UTC), weeks without data included as zero rows, with the change from the previous week when both weeks have at least min_n graded requests.
 -- keys: week
+{% from "parts/weekly.sql" import week_grid, called_change %}
 CREATE OR REPLACE VIEW weekly_overview AS
-WITH f AS (
-    SELECT * FROM /*facts*/request_facts f
-), weeks AS (
-    SELECT CAST(unnest(generate_series(min(week), max(week), INTERVAL 7 DAY)) AS DATE) AS week FROM f
-), grid AS (
-    SELECT * FROM (SELECT DISTINCT /*groups*/ 1 AS one FROM f) CROSS JOIN weeks
-), per_week AS (
-    SELECT /*groups*/
-        week,
-        count(*) AS requests,
-        count(correct) AS graded,
-        count(*) FILTER (WHERE correct) AS correct,
-        count(*) FILTER (WHERE NOT correct) AS wrong,
-        count(*) FILTER (WHERE taxonomy_class = 'buried') AS buried,
-        count(*) FILTER (WHERE n_decisive_in_prompt > 0) AS evidence_in_prompt,
-        count(*) FILTER (WHERE n_decisive_in_prompt > 0 AND cites_decisive) AS citations_aligned
-    FROM f
-    GROUP BY ALL
-), filled AS (
-    SELECT /*groups*/
-        week,
-        coalesce(requests, 0) AS requests,
-        coalesce(graded, 0) AS graded,
-        coalesce(correct, 0) AS correct,
-        coalesce(wrong, 0) AS wrong,
-        coalesce(buried, 0) AS buried,
-        coalesce(evidence_in_prompt, 0) AS evidence_in_prompt,
-        coalesce(citations_aligned, 0) AS citations_aligned
-    FROM grid
-    LEFT JOIN per_week USING (/*groups*/ week)
-), rates AS (
+WITH {{ week_grid(facts, groups, [
+    ("requests", "count(*)"),
+    ("graded", "count(correct)"),
+    ("correct", "count(*) FILTER (WHERE correct)"),
+    ("wrong", "count(*) FILTER (WHERE NOT correct)"),
+    ("buried", "count(*) FILTER (WHERE taxonomy_class = 'buried')"),
+    ("evidence_in_prompt", "count(*) FILTER (WHERE n_decisive_in_prompt > 0)"),
+    ("citations_aligned", "count(*) FILTER (WHERE n_decisive_in_prompt > 0 AND cites_decisive)")]) }}, rates AS (
     SELECT *,
         correct / nullif(graded, 0) AS accuracy,
         wilson_low(correct, graded) AS ci_low,
@@ -42,12 +20,9 @@ WITH f AS (
 )
 -- a change is called out only when both weeks have at least min_n (settings) in its denominator
 SELECT rates.*,
-    CASE WHEN graded >= s.min_n AND lag(graded) OVER w >= s.min_n
-        THEN accuracy - lag(accuracy) OVER w END AS accuracy_change,
-    CASE WHEN graded >= s.min_n AND lag(graded) OVER w >= s.min_n
-        THEN buried_rate - lag(buried_rate) OVER w END AS buried_rate_change,
-    CASE WHEN evidence_in_prompt >= s.min_n AND lag(evidence_in_prompt) OVER w >= s.min_n
-        THEN citation_alignment - lag(citation_alignment) OVER w END AS citation_alignment_change
+    {{ called_change("accuracy", "graded") }},
+    {{ called_change("buried_rate", "graded") }},
+    {{ called_change("citation_alignment", "evidence_in_prompt") }}
 FROM rates, metric_settings s
-WINDOW w AS (/*partition*/ ORDER BY week)
-ORDER BY /*groups*/ week;
+WINDOW w AS ({{ partition }} ORDER BY week)
+ORDER BY {{ groups }} week;

@@ -1,7 +1,7 @@
 -- metric: Citation alignment: among requests whose decisive evidence was in the prompt, the share whose citations include a decisive chunk; beside it the share of citing requests that cite a deprecated or non-canonical source.
 -- keys:
 CREATE OR REPLACE VIEW citation_alignment AS
-SELECT /*groups*/
+SELECT {{ groups }}
     count(*) AS requests,
     count(*) FILTER (WHERE n_cited > 0) AS citing,
     count(*) FILTER (WHERE n_decisive_in_prompt > 0) AS evidence_in_prompt,
@@ -15,5 +15,5 @@ SELECT /*groups*/
     count(*) FILTER (WHERE cites_noncanonical) AS citing_noncanonical,
     count(*) FILTER (WHERE cites_noncanonical) / nullif(count(*) FILTER (WHERE n_cited > 0), 0)
         AS noncanonical_share
-FROM /*facts*/request_facts f
+FROM {{ facts }} f
 GROUP BY ALL;

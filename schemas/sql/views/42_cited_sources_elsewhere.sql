@@ -2,15 +2,15 @@
 -- keys: source_id, authority
 CREATE OR REPLACE VIEW cited_sources_elsewhere AS
 WITH cited AS (
-    SELECT /*groups*/ request_id, cites_decisive, unnest(cited_other_sources, recursive := true)
-    FROM /*facts*/request_facts f
+    SELECT {{ groups }} request_id, cites_decisive, unnest(cited_other_sources, recursive := true)
+    FROM {{ facts }} f
     WHERE n_decisive_in_prompt > 0 AND len(cited_other_sources) > 0
 )
-SELECT /*groups*/
+SELECT {{ groups }}
     source_id,
     authority,
     count(*) AS requests,  -- cited_other_sources lists each source of a request once
     count(*) FILTER (WHERE NOT cites_decisive) AS instead_of_decisive
 FROM cited
-GROUP BY /*groups*/ source_id, authority
-ORDER BY /*groups*/ requests DESC, source_id, authority;
+GROUP BY {{ groups }} source_id, authority
+ORDER BY {{ groups }} requests DESC, source_id, authority;

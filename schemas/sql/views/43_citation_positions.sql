@@ -4,7 +4,7 @@
 -- therefore sums to at least the requests in that band.
 CREATE OR REPLACE VIEW citation_positions AS
 WITH f AS (
-    SELECT * FROM /*facts*/request_facts f
+    SELECT * FROM {{ facts }} f
     WHERE n_decisive_in_prompt > 0
 ), cited_chunks AS (
     SELECT c.request_id, c.chunk_id
@@ -17,7 +17,7 @@ WITH f AS (
     SEMI JOIN cited_chunks cc ON cc.request_id = pp.request_id AND cc.chunk_id = pp.chunk_id
 )
 SELECT * FROM (
-    SELECT /*groups*/
+    SELECT {{ groups }}
         decisive_band,
         coalesce(cited_band, 'none') AS cited_band,
         count(*) AS requests
@@ -25,5 +25,5 @@ SELECT * FROM (
     LEFT JOIN cited_bands USING (request_id)
     GROUP BY ALL
 )
-ORDER BY /*groups*/ list_position(['early', 'middle', 'late'], decisive_band),
+ORDER BY {{ groups }} list_position(['early', 'middle', 'late'], decisive_band),
          list_position(['early', 'middle', 'late', 'none'], cited_band);

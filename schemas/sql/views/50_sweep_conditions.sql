@@ -1,7 +1,7 @@
 -- metric: Sweep experiments side by side: accuracy per experiment, packing strategy and placement condition, with Wilson 95% intervals and the decisive band and slots each condition produced.
 -- keys: experiment, strategy, condition
 CREATE OR REPLACE VIEW sweep_conditions AS
-SELECT /*groups*/
+SELECT {{ groups }}
     experiment,
     strategy,
     condition,
@@ -14,7 +14,7 @@ SELECT /*groups*/
     wilson_high(count(*) FILTER (WHERE correct), count(correct)) AS ci_high,
     mode(decisive_band) AS decisive_band,
     list_sort(list_distinct(list(decisive_slot))) AS decisive_slots
-FROM /*facts*/request_facts f
+FROM {{ facts }} f
 WHERE experiment IS NOT NULL
-GROUP BY /*groups*/ experiment, strategy, condition
-ORDER BY /*groups*/ experiment, strategy, condition;
+GROUP BY {{ groups }} experiment, strategy, condition
+ORDER BY {{ groups }} experiment, strategy, condition;

@@ -16,15 +16,15 @@
 --   ('absent' excluded: without the evidence there is nothing to keep).
 CREATE OR REPLACE VIEW sweep_summary AS
 WITH f AS (
-    SELECT * FROM /*facts*/request_facts f WHERE experiment IS NOT NULL
+    SELECT * FROM {{ facts }} f WHERE experiment IS NOT NULL
 ), per_condition AS (
-    SELECT /*groups*/ experiment, strategy, condition,
+    SELECT {{ groups }} experiment, strategy, condition,
         count(*) FILTER (WHERE correct) / nullif(count(correct), 0) AS accuracy
     FROM f
     WHERE condition IS DISTINCT FROM 'absent'
     GROUP BY ALL
 ), spread AS (
-    SELECT /*groups*/ experiment, strategy,
+    SELECT {{ groups }} experiment, strategy,
         count(accuracy) AS conditions,
         CASE WHEN count(accuracy) >= 2 THEN max(accuracy) - min(accuracy) END AS sensitivity_delta,
         first(condition ORDER BY accuracy DESC, condition) FILTER (WHERE accuracy IS NOT NULL)
@@ -34,7 +34,7 @@ WITH f AS (
     FROM per_condition
     GROUP BY ALL
 ), per_case AS (
-    SELECT /*groups*/ experiment, strategy, case_id, model AS case_model,
+    SELECT {{ groups }} experiment, strategy, case_id, model AS case_model,
         count(*) FILTER (WHERE correct IS NOT NULL AND decisive_at_edge) AS edge_graded,
         count(*) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge) AS middle_graded,
         bool_or(correct) FILTER (WHERE decisive_at_edge) AS edge_any_correct,
@@ -48,7 +48,7 @@ WITH f AS (
     WHERE case_id IS NOT NULL
     GROUP BY ALL
 ), cases AS (
-    SELECT /*groups*/ experiment, strategy,
+    SELECT {{ groups }} experiment, strategy,
         count(*) AS cases,
         count(*) FILTER (WHERE edge_graded > 0 AND middle_graded > 0) AS buried_eligible_cases,
         count(*) FILTER (WHERE edge_graded > 0 AND middle_graded > 0
@@ -58,7 +58,7 @@ WITH f AS (
     FROM per_case
     GROUP BY ALL
 ), totals AS (
-    SELECT /*groups*/ experiment, strategy,
+    SELECT {{ groups }} experiment, strategy,
         count(*) AS requests,
         count(correct) FILTER (WHERE condition IS DISTINCT FROM 'absent') AS n,
         count(*) FILTER (WHERE correct AND condition IS DISTINCT FROM 'absent') AS correct,
@@ -74,7 +74,7 @@ WITH f AS (
     FROM f
     GROUP BY ALL
 )
-SELECT /*groups*/
+SELECT {{ groups }}
     experiment,
     strategy,
     t.requests,
@@ -102,6 +102,6 @@ SELECT /*groups*/
     wilson_low(t.constraints_recalled, t.constraints_required) AS constraint_recall_ci_low,
     wilson_high(t.constraints_recalled, t.constraints_required) AS constraint_recall_ci_high
 FROM totals t
-LEFT JOIN spread s USING (/*groups*/ experiment, strategy)
-LEFT JOIN cases c USING (/*groups*/ experiment, strategy)
-ORDER BY /*groups*/ experiment, strategy;
+LEFT JOIN spread s USING ({{ groups }} experiment, strategy)
+LEFT JOIN cases c USING ({{ groups }} experiment, strategy)
+ORDER BY {{ groups }} experiment, strategy;

@@ -5,12 +5,11 @@ backend (which runs these server side) and the file backend return the same fram
 caller SQL is ever run: view names and group-by keys come only from allowlists, and every
 filter value is bound as a parameter.
 
-A metric view's SQL (schemas/sql/views/) carries three markers, plain SQL comments that
-leave the view valid on its own in the DuckDB CLI:
-
-- ``/*facts*/request_facts`` is where the filtered request facts are read;
-- ``/*groups*/`` is where the extra group-by columns go (``service, week, `` ...);
-- ``/*partition*/`` becomes ``PARTITION BY <groups>`` in window clauses.
+A metric view (schemas/sql/views/) is a template with three placeholders, ``{{ facts }}``,
+``{{ groups }}`` and ``{{ partition }}`` (schemas/sql/sqlfiles.py). The store creates it rendered
+with their defaults (the unfiltered ``request_facts``, no extra groups), so the view works on
+its own in the DuckDB CLI; :func:`view_query` renders the same template with the caller's
+filters (names only: the values are bound as parameters) and group-by keys.
 
 A view declares itself with a header: ``-- metric: <description>`` and ``-- keys: a, b``
 (its own key columns; a group-by key already among them is not added twice).
@@ -19,7 +18,6 @@ A view declares itself with a header: ``-- metric: <description>`` and ``-- keys
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, time
@@ -27,7 +25,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from midtrace.schemas import sqlfiles
+from midtrace.sql import sqlfiles
 
 FILTER_KEYS: tuple[str, ...] = (
     "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket")
@@ -39,9 +37,6 @@ TAXONOMY_CLASSES: tuple[str, ...] = (
     "ungraded", "answered", "missing", "dropped", "buried", "unused", "unlabeled")
 MAX_LIMIT = 1000
 
-_FACTS = "/*facts*/request_facts"
-_VIEW = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW\s+(\w+)\s+AS\s+(.*?);?\s*$", re.S | re.I)
-
 
 class QueryError(ValueError):
     """A read asked for something that is not allowed; the message names what is."""
@@ -50,7 +45,7 @@ class QueryError(ValueError):
 def read_cursor(conn: Any) -> Any:
     """A cursor for reads on ``conn``, showing times in UTC whatever the machine's zone."""
     cursor = conn.cursor()
-    cursor.execute("SET TimeZone = 'UTC'")
+    cursor.execute(sqlfiles.query("utc_session"))
     return cursor
 
 
@@ -148,7 +143,7 @@ class MetricView:
     name: str
     description: str
     keys: tuple[str, ...]
-    select_sql: str
+    template: sqlfiles.SqlFile
 
 
 @cache
@@ -164,12 +159,10 @@ def metric_views() -> dict[str, MetricView]:
                 keys = tuple(k.strip() for k in line.removeprefix("-- keys:").split(",") if k.strip())
         if description is None:
             continue
-        body = "\n".join(line for line in f.sql.splitlines() if not line.startswith("--"))
-        match = _VIEW.search(body)
-        if match is None or _FACTS not in match[2]:
-            raise RuntimeError(f"metric view file {f.name}: expected one CREATE OR REPLACE VIEW "
-                               f"reading {_FACTS}")
-        out[match[1]] = MetricView(match[1], description, keys or (), match[2])
+        if "facts" not in sqlfiles.placeholders(f.path):
+            raise RuntimeError(f"metric view file {f.path} does not read {{{{ facts }}}}")
+        name = sqlfiles.view_name(sqlfiles.render_view(f))
+        out[name] = MetricView(name, description, keys or (), f)
     return out
 
 
@@ -178,23 +171,19 @@ def metric_views() -> dict[str, MetricView]:
 NO_EXPERIMENT = "(none)"
 
 
-def _where(filters: Filters) -> tuple[list[str], dict[str, Any]]:
-    conditions: list[str] = []
+def _conditions(filters: Filters) -> tuple[list[str], dict[str, Any]]:
+    """The filter conditions that apply (names in schemas/sql/parts/filters.sql) and their
+    parameters."""
+    names: list[str] = []
     params: dict[str, Any] = {}
-    if filters.since is not None:
-        conditions.append("time >= $since")
-        params["since"] = filters.since
-    if filters.until is not None:
-        conditions.append("time < $until")
-        params["until"] = filters.until
-    for key in ("service", "model", "template", "strategy", "experiment", "context_bucket"):
+    for key in FILTER_KEYS:
         value = getattr(filters, key)
         if key == "experiment" and value == NO_EXPERIMENT:
-            conditions.append("experiment IS NULL")
+            names.append("no_experiment")
         elif value is not None:
-            conditions.append(f"{key} = ${key}")
+            names.append(key)
             params[key] = value
-    return conditions, params
+    return names, params
 
 
 def view_query(name: str, filters: Filters = Filters(),
@@ -205,13 +194,11 @@ def view_query(name: str, filters: Filters = Filters(),
     if view is None:
         raise QueryError(f"unknown view {name!r}; allowed: {', '.join(views)}")
     keys = [k for k in parse_group_by(group_by) if k not in view.keys]
-    sql = view.select_sql.replace("/*groups*/", "".join(f"{k}, " for k in keys))
-    sql = sql.replace("/*partition*/", f"PARTITION BY {', '.join(keys)}" if keys else "")
-    conditions, params = _where(filters)
-    if conditions:
-        sql = sql.replace(_FACTS, f"(SELECT * FROM request_facts WHERE {' AND '.join(conditions)})")
-    if keys and not view.keys:  # one row per group: in group order
-        sql = f"SELECT * FROM ({sql}) ORDER BY {', '.join(keys)}"
+    conditions, params = _conditions(filters)
+    inputs = sqlfiles.metric_inputs(conditions, keys)
+    sql = sqlfiles.view_body(sqlfiles.render_view(view.template, **inputs))
+    if keys and not view.keys:
+        sql = sqlfiles.query("grouped_metric", query=sql, group_keys=keys)
     return sql, params
 
 
@@ -222,27 +209,18 @@ def run_view(conn: Any, name: str, filters: Filters = Filters(),
     return conn.sql(sql, params=params).to_arrow_table()
 
 
-REQUEST_COLUMNS: tuple[str, ...] = (
-    "trace_id", "time", "service", "model", "template", "strategy", "experiment", "condition",
-    "case_id", "context_bucket", "prompt_tokens", "question", "confidence", "correct",
-    "taxonomy_class", "decisive_source", "n_decisive", "n_decisive_in_prompt", "decisive_slot",
-    "decisive_band", "k", "n_cited", "cites_decisive", "cites_noncanonical",
-)
-
-
-def _requests_where(filters: Filters, search: str | None,
-                    taxonomy_class: str | None) -> tuple[str, dict[str, Any]]:
-    conditions, params = _where(filters)
+def _requests_conditions(filters: Filters, search: str | None,
+                         taxonomy_class: str | None) -> tuple[list[str], dict[str, Any]]:
+    conditions, params = _conditions(filters)
     if search:
-        conditions.append("request_id IN (SELECT request_id FROM requests "
-                          "WHERE contains(lower(question), lower($q)))")
-        params["q"] = search
+        conditions.append("question")
+        params["question"] = search
     if taxonomy_class is not None:
         if taxonomy_class not in TAXONOMY_CLASSES:
             raise QueryError(f"unknown class {taxonomy_class!r}; allowed: {', '.join(TAXONOMY_CLASSES)}")
-        conditions.append("taxonomy_class = $class")
+        conditions.append("class")
         params["class"] = taxonomy_class
-    return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
+    return conditions, params
 
 
 def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = None,
@@ -253,14 +231,11 @@ def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = N
         raise QueryError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     if offset < 0:
         raise QueryError(f"offset must not be negative, got {offset}")
-    where, params = _requests_where(filters, search, taxonomy_class)
-    ((total,),) = conn.execute(f"SELECT count(*) FROM request_facts{where}", params).fetchall()
-    columns = ", ".join("r.question" if c == "question" else f"page.{c}" for c in REQUEST_COLUMNS)
-    sql = (f"WITH page AS (SELECT * FROM request_facts{where} "
-           "ORDER BY time DESC, request_id DESC LIMIT $limit OFFSET $offset) "
-           f"SELECT {columns} FROM page JOIN requests r USING (request_id) "
-           "ORDER BY page.time DESC, page.request_id DESC")
-    table = conn.sql(sql, params={**params, "limit": limit, "offset": offset}).to_arrow_table()
+    conditions, params = _requests_conditions(filters, search, taxonomy_class)
+    ((total,),) = conn.execute(sqlfiles.query("requests_count", filters=conditions),
+                               params).fetchall()
+    table = conn.sql(sqlfiles.query("requests_page", filters=conditions),
+                     params={**params, "limit": limit, "offset": offset}).to_arrow_table()
     return table, int(total)
 
 
@@ -291,8 +266,8 @@ def _dicts(cursor: Any) -> list[dict[str, Any]]:
 def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     """One request with its chunks (text inline), placements, outcomes and taxonomy class."""
     trace_id = trace_id.strip().lower()
-    found = conn.execute("SELECT request_id FROM requests WHERE trace_id = $t", {"t": trace_id}
-                         ).fetchall()
+    by_trace = {"trace_id": trace_id}
+    found = conn.execute(sqlfiles.query("request_of_trace"), by_trace).fetchall()
     if not found:
         return None
     request_id = found[0][0]
@@ -300,10 +275,8 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     request = _dicts(conn.execute(sqlfiles.query("trace_request"), p))[0]
     chunks = _dicts(conn.execute(sqlfiles.query("trace_chunks"), p))
     placements = _dicts(conn.execute(sqlfiles.query("trace_placements"), p))
-    merged = _dicts(conn.execute("SELECT * EXCLUDE (trace_id) FROM request_outcomes WHERE trace_id = $t",
-                                 {"t": trace_id}))
-    outcomes = _dicts(conn.execute("SELECT * EXCLUDE (trace_id) FROM outcomes WHERE trace_id = $t "
-                                   "ORDER BY outcome_id", {"t": trace_id}))
+    merged = _dicts(conn.execute(sqlfiles.query("merged_outcome_of_trace"), by_trace))
+    outcomes = _dicts(conn.execute(sqlfiles.query("outcomes_of_trace"), by_trace))
     request.pop("request_id", None)
     return {
         "trace_id": trace_id,
@@ -316,18 +289,21 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     }
 
 
+def run_settings(conn: Any) -> dict[str, Any]:
+    """The settings the metric views apply (band thresholds, min_n, high_confidence), each
+    with its help text: ``{"settings": {key: value}, "help": {key: text}}``."""
+    rows = conn.execute(sqlfiles.query("settings")).fetchall()
+    return {"settings": {str(k): float(v) for k, v, _ in rows},
+            "help": {str(k): str(h) for k, _, h in rows}}
+
+
 def run_facets(conn: Any) -> dict[str, Any]:
     """Distinct values of each equality filter, and the time range of the data."""
-    out: dict[str, Any] = {}
-    for key, column in (("service", "service"), ("model", "model"), ("template", "template_id"),
-                        ("strategy", "strategy"), ("experiment", "experiment_id")):
-        rows = conn.execute(f"SELECT DISTINCT {column} FROM requests WHERE {column} IS NOT NULL "
-                            f"ORDER BY 1").fetchall()
-        out[key] = [r[0] for r in rows]
-    buckets = {r[0] for r in conn.execute(
-        "SELECT DISTINCT context_bucket(prompt_tokens) FROM requests").fetchall()}
-    out["context_bucket"] = [b for b in CONTEXT_BUCKETS if b in buckets]
-    lo, hi, n = conn.execute("SELECT min(time), max(time), count(*) FROM requests").fetchone()
-    out["time"] = {"min": json_value(lo), "max": json_value(hi)}
-    out["requests"] = int(n)
+    cursor = conn.execute(sqlfiles.query("facets"))
+    row = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+    out: dict[str, Any] = {key: row[key] for key in
+                           ("service", "model", "template", "strategy", "experiment")}
+    out["context_bucket"] = [b for b in CONTEXT_BUCKETS if b in set(row["context_bucket"])]
+    out["time"] = {"min": json_value(row["min_time"]), "max": json_value(row["max_time"])}
+    out["requests"] = int(row["requests"])
     return out

@@ -1,0 +1,35 @@
+{#- The conditions of the one set of filters (collector/query/reads.py, Filters), over the columns of
+    request_facts. `filters` names the conditions that apply; each value is a bound parameter
+    of the condition's name, never formatted in:
+
+      since             time >= $since (UTC)          until     time < $until
+      service, model, template, strategy, experiment, context_bucket
+                        the column equals $<name>
+      no_experiment     experiment IS NULL (the filter experiment=(none))
+      question          the question text contains $question, case-insensitive
+      class             taxonomy_class = $class
+-#}
+{%- macro conditions(filters) -%}
+{%- for name in filters -%}
+{{ " AND " if not loop.first }}
+{%- if name == "since" -%}
+time >= $since
+{%- elif name == "until" -%}
+time < $until
+{%- elif name in ("service", "model", "template", "strategy", "experiment", "context_bucket") -%}
+{{ name }} = ${{ name }}
+{%- elif name == "no_experiment" -%}
+experiment IS NULL
+{%- elif name == "question" -%}
+request_id IN (SELECT request_id FROM requests WHERE contains(lower(question), lower($question)))
+{%- elif name == "class" -%}
+taxonomy_class = $class
+{%- else -%}
+{{ fail("unknown filter condition " ~ name) }}
+{%- endif -%}
+{%- endfor -%}
+{%- endmacro -%}
+
+{%- macro where(filters) -%}
+{%- if filters %} WHERE {{ conditions(filters) }}{% endif -%}
+{%- endmacro -%}

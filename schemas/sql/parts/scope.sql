@@ -1,0 +1,34 @@
+{#- Which requests a rendering of request_evidence_live covers (schemas/sql/sqlfiles.py, `scope`):
+
+      all            every request: the stored view
+      request_range  request ids in [$lo, $hi] (the store's rebuild, in ranges)
+      traces         the requests $request_ids of the traces $trace_ids (the store's refresh
+                     after a write)
+
+    Import `with context`: the macros read `scope`. -#}
+
+{#- A condition on `alias`, a relation with a request_id column. -#}
+{%- macro request_in_scope(alias) -%}
+{%- if scope == "all" -%}
+TRUE
+{%- elif scope == "request_range" -%}
+{{ alias }}.request_id BETWEEN $lo AND $hi
+{%- elif scope == "traces" -%}
+{{ alias }}.request_id IN (SELECT unnest($request_ids))
+{%- else -%}
+{{ fail("unknown scope " ~ scope) }}
+{%- endif -%}
+{%- endmacro -%}
+
+{#- A condition on `alias`, a relation with a trace_id column. -#}
+{%- macro trace_in_scope(alias) -%}
+{%- if scope == "all" -%}
+TRUE
+{%- elif scope == "request_range" -%}
+{{ alias }}.trace_id IN (SELECT trace_id FROM requests WHERE request_id BETWEEN $lo AND $hi)
+{%- elif scope == "traces" -%}
+{{ alias }}.trace_id IN (SELECT unnest($trace_ids))
+{%- else -%}
+{{ fail("unknown scope " ~ scope) }}
+{%- endif -%}
+{%- endmacro -%}

@@ -1,0 +1,1 @@
+DELETE FROM request_evidence WHERE request_id IN (SELECT unnest($request_ids));

@@ -1,0 +1,17 @@
+-- The distinct values of each equality filter and the time range of the requests, for the
+-- filter pickers (collector/query/reads.py, run_facets). Context buckets come unordered.
+SELECT
+    coalesce(list(DISTINCT service ORDER BY service) FILTER (WHERE service IS NOT NULL), [])
+        AS service,
+    coalesce(list(DISTINCT model ORDER BY model) FILTER (WHERE model IS NOT NULL), []) AS model,
+    coalesce(list(DISTINCT template_id ORDER BY template_id) FILTER (WHERE template_id IS NOT NULL), [])
+        AS template,
+    coalesce(list(DISTINCT strategy ORDER BY strategy) FILTER (WHERE strategy IS NOT NULL), [])
+        AS strategy,
+    coalesce(list(DISTINCT experiment_id ORDER BY experiment_id) FILTER (WHERE experiment_id IS NOT NULL), [])
+        AS experiment,
+    coalesce(list(DISTINCT context_bucket(prompt_tokens)), []) AS context_bucket,
+    min(time) AS min_time,
+    max(time) AS max_time,
+    count(*) AS requests
+FROM requests;

@@ -1,0 +1,1 @@
+INSERT INTO schema_migrations VALUES ($version, $name, $applied_at);

@@ -1,0 +1,1 @@
+SELECT min(request_id), max(request_id) FROM requests;

@@ -1,0 +1,1 @@
+SELECT count(DISTINCT trace_id) FROM spans;

@@ -1,0 +1,2 @@
+-- Reads show times in UTC, whatever the machine's time zone.
+SET TimeZone = 'UTC';
