@@ -122,14 +122,17 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
 
     async def healthz(request: Request) -> Response:
         c = writer.counters
+        ready = writer.alive
         return JSONResponse({
-            "status": "ready", "queue_depth": writer.depth, "queue_capacity": writer.capacity,
+            "status": "ready" if ready else "not ready",
+            **({} if ready else {"reason": c.last_error or "the writer is not running"}),
+            "queue_depth": writer.depth, "queue_capacity": writer.capacity,
             "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
             "text": "stored" if settings.keep_text else "not stored (--no-text)",
             "token_required": settings.token is not None,
             **intake.health(),
-        })
+        }, status_code=200 if ready else 503)
 
     routes = [
         Route("/v1/traces", traces, methods=["POST"]),

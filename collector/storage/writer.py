@@ -4,6 +4,10 @@ Each submitted job gets a Future that completes once its rows are committed, so 
 layer answers 200 only for data that is on disk (DuckDB syncs its WAL on commit). When the
 queue is full, ``submit`` raises QueueFull at once and the caller asks the client to retry.
 A job that fails is retried alone so one bad job never fails the ones committed with it.
+
+A caller may stop waiting (a gRPC deadline passes, a client hangs up) and cancel its Future:
+the job is still committed, its answer dropped. Nothing a caller does can stop the thread;
+``alive`` says whether it runs, and the health endpoint reports "not ready" when it does not.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
@@ -38,6 +42,18 @@ class WriterCounters:
 _STOP = object()
 
 
+def _settle(fut: Future[WriteStats], stats: WriteStats | None = None,
+            error: BaseException | None = None) -> None:
+    """Answer a job's Future unless its caller has cancelled it (never raises)."""
+    try:
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(stats)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass  # cancelled by its caller: the job was committed all the same
+
+
 class Writer:
     def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000) -> None:
         self.store = store
@@ -50,6 +66,10 @@ class Writer:
     def start(self) -> Writer:
         self._thread.start()
         return self
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     @property
     def depth(self) -> int:
@@ -83,11 +103,24 @@ class Writer:
         if self._closed:
             return
         self._closed = True
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        while self._thread.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        self._thread.join(max(0.0, deadline - time.monotonic()))
         self.store.close()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
+            self.counters.last_error = f"writer stopped: {e!r}"
+            log.exception("the writer thread stopped")
+
+    def _loop(self) -> None:
         while True:
             item = self._queue.get()
             if item is _STOP:
@@ -120,7 +153,7 @@ class Writer:
             return
         self._count(stats, len(batch))
         for _, fut in batch:
-            fut.set_result(stats)
+            _settle(fut, stats)
         log.debug("committed %d jobs, %d spans in %.1f ms", len(batch), stats.spans,
                   (time.perf_counter() - started) * 1000)
 
@@ -132,10 +165,10 @@ class Writer:
             self.counters.last_error = str(e)
             trace_ids = sorted({s.trace_id for s in job.spans})[:5]
             log.error("write failed for traces %s: %s", ", ".join(trace_ids) or "-", e)
-            fut.set_exception(e)
+            _settle(fut, error=e)
             return
         self._count(stats, 1)
-        fut.set_result(stats)
+        _settle(fut, stats)
 
     def _count(self, stats: WriteStats, jobs: int) -> None:
         c = self.counters

@@ -119,3 +119,33 @@ def test_a_burst_larger_than_the_queue_is_retried_and_nothing_is_lost(tmp_path: 
     expected = len(work) * exports_per_thread * traces_per_export
     assert rows(db, "SELECT count(*) FROM spans") == [(expected * 2,)]
     assert rows(db, "SELECT count(*) FROM requests") == [(expected,)]
+
+
+def test_callers_whose_deadline_passes_never_hurt_the_writer(tmp_path: Path) -> None:
+    """A gRPC deadline that passes before the commit cancels the caller's wait; the writer
+    must go on committing, later exports must land and SIGTERM must still stop the process."""
+    db = tmp_path / "deadline.duckdb"
+    proc = start_collector(db, tmp_path / "log", "--queue-size", "16")
+    body = otlp.encode_sdk_spans(batch_of_spans(200, "late")).SerializeToString()
+    try:
+        assert proc.grpc is not None
+        codes = []
+        with grpc.insecure_channel(proc.grpc) as ch:
+            call = ch.unary_unary(SERVICE_METHOD)
+            futures = [call.future(body, timeout=0.02) for _ in range(12)]
+            for f in futures:
+                try:
+                    f.result()
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+        assert grpc.StatusCode.DEADLINE_EXCEEDED in codes, "no deadline passed: the test proves nothing"
+        exporter = GrpcExporter(endpoint=proc.grpc, insecure=True, timeout=10)
+        assert exporter.export(batch_of_spans(3, "after")) == SpanExportResult.SUCCESS
+        exporter.shutdown()
+        health = httpx.get(proc.url + "/healthz", timeout=5)
+        assert health.status_code == 200 and health.json()["status"] == "ready", health.text
+    finally:
+        assert proc.stop(timeout=30) == 0, proc.log()
+    assert "Traceback" not in proc.log()
+    assert rows(db, "SELECT count(*) FROM requests WHERE question LIKE 'after-%'") == [(3,)]

@@ -1,0 +1,56 @@
+"""The writer thread in-process: callers that give up never hurt it, and the health endpoint
+tells the truth when it is not running."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from midtrace.collector.intake import otlp
+from midtrace.collector.receive.http import create_app
+from midtrace.collector.settings import CollectorSettings
+from midtrace.collector.storage.store import Store, WriteJob, WriteStats
+from midtrace.collector.storage.writer import Writer
+from tests.e2e.test_collector import rows
+from tests.e2e.test_grpc_overload import batch_of_spans
+
+
+def jobs(n: int, tag: str) -> list[WriteJob]:
+    out = []
+    for i in range(n):
+        spans = [s for s, _ in otlp.spans_of(otlp.encode_sdk_spans(batch_of_spans(1, f"{tag}{i}")))]
+        out.append(WriteJob(spans=[s for s in spans if s is not None]))
+    return out
+
+
+def test_cancelled_callers_are_committed_and_the_writer_goes_on(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    writer = Writer(Store.open(db), max_queue=64).start()
+    futures = [writer.submit(job) for job in jobs(20, "gone")]
+    cancelled = sum(f.cancel() for f in futures)
+    assert cancelled > 0, "every job was committed before its cancel: the test proves nothing"
+    later = writer.submit(jobs(1, "later")[0])
+    assert later.result(30).requests == 1
+    assert writer.alive
+    writer.close()
+    assert rows(db, "SELECT count(*) FROM requests") == [(21,)]
+
+
+class BrokenStore(Store):
+    def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
+        raise SystemExit("the store went away")  # not an Exception: the thread stops
+
+
+def test_health_says_not_ready_when_the_writer_is_not_running(tmp_path: Path) -> None:
+    writer = Writer(BrokenStore.open(tmp_path / "b.duckdb")).start()
+    client = TestClient(create_app(writer, CollectorSettings(db=str(tmp_path / "b.duckdb"))))
+    assert client.get("/healthz").json()["status"] == "ready"
+    writer.submit(jobs(1, "x")[0])
+    writer._thread.join(10)
+    health = client.get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["status"] == "not ready"
+    assert "the store went away" in health.json()["reason"]
+    writer.close(timeout=1)
