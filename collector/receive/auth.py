@@ -15,10 +15,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 OPEN_PATHS = frozenset({"/healthz"})
 
 
-def token_matches(header: str | bytes | None, token: str) -> bool:
-    """Whether an ``Authorization`` value is ``Bearer <token>`` (compared in constant time)."""
-    if header is None:
+def token_matches(headers: list[str | bytes], token: str) -> bool:
+    """Whether the ``Authorization`` values of a request are exactly one ``Bearer <token>``
+    (compared in constant time). Two values are refused: HTTP servers read the first and gRPC
+    the last, so which one was checked would depend on the transport."""
+    if len(headers) != 1:
         return False
+    header = headers[0]
     value = header.encode("latin-1") if isinstance(header, str) else header
     return hmac.compare_digest(value, b"Bearer " + token.encode("utf-8"))
 
@@ -32,12 +35,12 @@ class BearerToken:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-        if token_matches(header, self.token):
+        headers = [v for k, v in scope["headers"] if k == b"authorization"]
+        if token_matches(headers, self.token):
             await self.app(scope, receive, send)
             return
         response = JSONResponse(
-            {"error": "missing or wrong token: send the header 'Authorization: Bearer <token>' "
+            {"error": "missing or wrong token: send one header 'Authorization: Bearer <token>' "
                       "(the collector was started with --token / MIDTRACE_TOKEN)"},
             status_code=401, headers={"WWW-Authenticate": "Bearer"})
         await response(scope, receive, send)

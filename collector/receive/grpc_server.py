@@ -40,10 +40,11 @@ def _retry_info() -> bytes:
 def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
     async def export(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         if token is not None:
-            metadata = dict(context.invocation_metadata() or ())
-            if not token_matches(metadata.get("authorization"), token):
+            values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
+            if not token_matches(values, token):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                    "missing or wrong token: send metadata 'authorization: Bearer <token>'")
+                                    "missing or wrong token: send one metadata entry "
+                                    "'authorization: Bearer <token>'")
         try:
             request = parse_protobuf(body)
         except PayloadError as e:

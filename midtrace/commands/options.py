@@ -8,6 +8,7 @@ dataclasses (midtrace.collector.settings, midtrace.supervise).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -78,8 +79,18 @@ def store_option(required: bool = True, help: str = "Where midtrace stores trace
 host_option = click.option("--host", envvar="MIDTRACE_HOST", show_envvar=True, default=DEFAULT_HOST,
                            help="Address to bind; anything but loopback exposes the server and "
                                 "needs a token.")
+def _token(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # click reads an empty variable as unset, which would start an exposed server open.
+    if value is None and os.environ.get("MIDTRACE_TOKEN") == "":
+        raise click.BadParameter("MIDTRACE_TOKEN is set but empty; set a token or unset it",
+                                 ctx, param)
+    if value is not None and not value.strip():
+        raise click.BadParameter("the token is empty; give a token or leave it out", ctx, param)
+    return value
+
+
 token_option = click.option(
-    "--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None,
+    "--token", envvar="MIDTRACE_TOKEN", show_envvar=True, default=None, callback=_token,
     help="Shared token: every endpoint but /healthz, and opening the dashboard, then want it "
          "('Authorization: Bearer <token>'); required when --host is not loopback. Prefer the "
          "variable: flags show in ps.")

@@ -3,12 +3,16 @@ SDK's attribute limit made visible."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
@@ -18,10 +22,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from midtrace.collector.intake import otlp
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.schemas.model import RagRecord
 from tests.procs import Proc, start_collector
 from tests.e2e.test_collector import finished_spans, rows
+from tests.e2e.test_grpc_overload import SERVICE_METHOD
 
 TOKEN = "s3cret-token"
 
@@ -78,6 +84,35 @@ def test_the_stock_exporters_send_the_token(guarded: Proc) -> None:
     assert GrpcExporter(endpoint=guarded.grpc, insecure=True, timeout=5).export(spans) == SpanExportResult.FAILURE
     health = httpx.get(guarded.url + "/healthz").json()
     assert health["spans_accepted"] == 2 * len(spans)
+
+
+def test_two_authorization_values_are_refused_on_both_transports(guarded: Proc) -> None:
+    """HTTP servers read the first of two values and gRPC the last: neither may decide."""
+    assert guarded.grpc is not None
+    good, bad = f"Bearer {TOKEN}", "Bearer wrong"
+    for pair in ([good, bad], [bad, good], [good, good]):
+        answer = httpx.post(guarded.url + "/v1/outcomes", content=b'{"outcomes": []}',
+                            headers=[("Authorization", v) for v in pair]
+                            + [("content-type", "application/json")])
+        assert answer.status_code == 401, (pair, answer.text)
+        body = otlp.encode_sdk_spans(finished_spans(RagRecord(question="two"))).SerializeToString()
+        with grpc.insecure_channel(guarded.grpc) as ch:
+            with pytest.raises(grpc.RpcError) as refused:
+                ch.unary_unary(SERVICE_METHOD)(body, timeout=10,
+                                               metadata=[("authorization", v) for v in pair])
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, pair
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_an_empty_token_is_refused_from_the_flag_and_from_the_variable(tmp_path: Path, host: str) -> None:
+    base = [sys.executable, "-m", "midtrace", "collector", "--db", str(tmp_path / "t.duckdb"),
+            "--host", host, "--http-port", "0", "--grpc-port", "0"]
+    for args, env in ((["--token", ""], {}), ([], {"MIDTRACE_TOKEN": ""})):
+        done = subprocess.run(base + args, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **env})
+        assert done.returncode != 0, (args, env, done.stdout)
+        assert "empty" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "t.duckdb").exists()
 
 
 def many_attribute_spans(n: int) -> list[Any]:
