@@ -97,9 +97,11 @@ class Forwarder:
             self.state.queued = len(self._queue)
             self._cond.notify()
 
-    def close(self, drain_seconds: float = 2.0) -> None:
-        """Give the queue ``drain_seconds`` to empty, then stop; what is left is dropped."""
-        deadline = time.monotonic() + drain_seconds
+    def close(self, drain_seconds: float = 2.0, deadline: float | None = None) -> None:
+        """Give the queue ``drain_seconds`` (or until the ``time.monotonic()`` ``deadline``)
+        to empty, then stop; what is left is dropped. A send still in flight at the
+        deadline is abandoned to its (daemon) thread rather than waited for."""
+        deadline = time.monotonic() + drain_seconds if deadline is None else deadline
         with self._cond:
             while self._queue and time.monotonic() < deadline:
                 self._cond.wait(0.05)
@@ -108,7 +110,9 @@ class Forwarder:
             self._queue.clear()
             self.state.queued = 0
             self._cond.notify_all()
-        self._thread.join(self._timeout + 1)
+        self._thread.join(max(0.05, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            log.warning("forward to %s: a send was still in flight at shutdown", self.state.url)
 
     def _run(self) -> None:
         with httpx.Client(timeout=self._timeout) as client:

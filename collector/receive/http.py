@@ -15,6 +15,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,7 @@ from midtrace.collector.storage.writer import QueueFull, Writer
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "1"
+FORWARD_DRAIN_SECONDS = 2.0
 # google.rpc.Code of the Status body for each HTTP status this server answers with.
 RPC_CODE = {400: 3, 413: 8, 415: 3, 500: 13, 503: 14}  # INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
 
@@ -183,8 +185,9 @@ def run(settings: CollectorSettings) -> None:
         app = create_app(writer, settings, intake)
         asyncio.run(_serve(app, sock, intake, settings))
     finally:
+        deadline = time.monotonic() + FORWARD_DRAIN_SECONDS  # one budget for every target
         for f in forwarders:
-            f.close()
+            f.close(deadline=deadline)
         writer.close()
         print("midtrace collector stopped", file=sys.stderr, flush=True)
 

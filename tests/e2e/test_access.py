@@ -188,3 +188,19 @@ def test_a_full_forward_queue_drops_the_oldest_and_never_blocks() -> None:
     forwarder.close(drain_seconds=0)
     state = forwarder.state
     assert state.sent == 0 and state.failed + state.dropped == 10
+
+
+def test_shutdown_with_a_slow_target_keeps_to_the_two_seconds_the_docs_promise() -> None:
+    """A target that accepts the connection and never answers must not hold the stop."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        forwarder = Forwarder(f"http://127.0.0.1:{silent.getsockname()[1]}").start()
+        forwarder.offer(Batch(b"x", "application/x-protobuf"))
+        wait_for(lambda: forwarder.state.queued == 1, "the batch to be taken")
+        time.sleep(0.2)  # the send is in flight, waiting for an answer that never comes
+        started = time.monotonic()
+        forwarder.close(drain_seconds=2.0)
+        took = time.monotonic() - started
+    assert took < 3.0, f"shutdown took {took:.1f} s"
+    assert forwarder.state.sent == 0
