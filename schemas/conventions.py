@@ -19,6 +19,8 @@ from typing import Literal
 AttrType = Literal["string", "int", "double", "boolean", "string[]", "int[]", "double[]", "boolean[]"]
 
 PREFIX = "midtrace."
+MAX_INT = 2**31 - 1
+"""The largest integer the contract takes (token counts, offsets, ranks): 32-bit columns."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ def _scalar(attrs: Mapping[str, Any], key: str) -> Any:
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise InvalidAttributes(f"{key} must not be negative, got {value}")
+        if value > c.MAX_INT:
+            raise InvalidAttributes(f"{key} is out of range: at most {c.MAX_INT}, got {value}")
         return value
     if kind == "double" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -61,6 +63,8 @@ def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
     types = set(map(type, value))
     types.discard(type(None))
     if types <= _FAST[item]:
+        if item == "int":
+            _check_range(key, value)
         if item == "string":
             return [v or None for v in value]
         if item == "double":
@@ -75,6 +79,7 @@ def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
         elif item == "boolean" and isinstance(v, bool):
             out.append(v)
         elif item == "int" and isinstance(v, int) and not isinstance(v, bool):
+            _check_range(key, [v])
             out.append(v)
         elif item == "double" and isinstance(v, (int, float)) and not isinstance(v, bool):
             out.append(None if math.isnan(v) else float(v))
@@ -82,6 +87,13 @@ def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
             raise InvalidAttributes(
                 f"{key}[{i}] must be {item}, got {_type_name(v)} {_short(v)}")
     return out
+
+
+def _check_range(key: str, values: list[Any]) -> None:
+    present = [v for v in values if v is not None]
+    if present and max(present) > c.MAX_INT:
+        i, v = next((i, v) for i, v in enumerate(values) if v is not None and v > c.MAX_INT)
+        raise InvalidAttributes(f"{key}[{i}] is out of range: at most {c.MAX_INT}, got {v}")
 
 
 # Element types that need no per-element check (bool is not an int here: type() is exact).

@@ -78,6 +78,10 @@ def test_arrow_format(module_collector: Proc, sent: list[str]) -> None:
     ("/api/v1/requests", {"limit": "0"}, "limit"),
     ("/api/v1/requests", {"limit": "ten"}, "integers"),
     ("/api/v1/requests", {"sql": "select 1"}, "allowed:"),
+    ("/api/v1/views/overview", {"since": "9999-12-31T23:59:59-23:59"}, "out of range"),
+    ("/api/v1/requests", {"since": "9999-12-31T23:59:59-23:59"}, "out of range"),
+    ("/api/v1/requests", {"offset": "9223372036854775808"}, "offset must be between"),
+    ("/api/v1/requests", {"limit": "9" * 5000}, "integers"),
 ])
 def test_refusals_are_400_naming_what_is_allowed(module_collector: Proc, path: str,
                                                  params: dict[str, str], names: str) -> None:

@@ -54,3 +54,18 @@ def test_health_says_not_ready_when_the_writer_is_not_running(tmp_path: Path) ->
     assert health.json()["status"] == "not ready"
     assert "the store went away" in health.json()["reason"]
     writer.close(timeout=1)
+
+
+class FailingStore(Store):
+    def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
+        raise RuntimeError("disk on fire")
+
+
+def test_a_failed_write_is_answered_in_json_not_plain_text(tmp_path: Path) -> None:
+    writer = Writer(FailingStore.open(tmp_path / "f.duckdb")).start()
+    client = TestClient(create_app(writer, CollectorSettings(db=str(tmp_path / "f.duckdb"))),
+                        raise_server_exceptions=False)
+    answer = client.post("/v1/outcomes", json={"outcomes": [{"trace_id": "ab" * 16, "correct": True}]})
+    assert answer.status_code == 500
+    assert "disk on fire" in answer.json()["error"]
+    writer.close(timeout=5)

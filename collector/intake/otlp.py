@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -94,18 +95,15 @@ def parse_json_obj(obj: Any) -> ExportTraceServiceRequest:
     if not isinstance(obj, dict):
         raise PayloadError("OTLP/JSON body must be a JSON object with resourceSpans")
     _hex_ids_to_base64(obj)
+    _refuse_snake_case(obj)
     try:
         return json_format.ParseDict(obj, ExportTraceServiceRequest(), ignore_unknown_fields=True)
-    except json_format.ParseError as e:
+    except (json_format.ParseError, ValueError, TypeError, RecursionError) as e:
         raise PayloadError(f"body is not OTLP/JSON: {e}") from e
 
 
 def parse_json(body: bytes | str) -> ExportTraceServiceRequest:
-    try:
-        obj = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PayloadError(f"body is not JSON: {e}") from e
-    return parse_json_obj(obj)
+    return parse_json_obj(load_json(body))
 
 
 def iter_json_docs(text: str) -> Iterator[tuple[int, Any]]:
@@ -253,27 +251,73 @@ def _json_id(value: Any, size: int, what: str) -> str:
     return value.lower()
 
 
-def json_spans(obj: Any) -> Iterator[tuple[SpanRecord | None, str | None]]:
-    """Flatten an OTLP/JSON ExportTraceServiceRequest object like ``spans_of`` does."""
+def _refuse_snake_case(obj: dict[str, Any]) -> None:
+    """OTLP/JSON keys are lowerCamelCase; a snake_case body would otherwise be read as an
+    empty export and answered 200 with nothing stored."""
+    if "resourceSpans" not in obj and "resource_spans" in obj:
+        raise PayloadError("OTLP/JSON keys are lowerCamelCase: send 'resourceSpans', not "
+                           "'resource_spans' (OTLP spec, JSON Protobuf Encoding)")
+    for rs in obj.get("resourceSpans") or ():
+        if isinstance(rs, dict) and "scopeSpans" not in rs and "scope_spans" in rs:
+            raise PayloadError("OTLP/JSON keys are lowerCamelCase: send 'scopeSpans', not "
+                               "'scope_spans' (OTLP spec, JSON Protobuf Encoding)")
+
+
+# A \uD800-\uDFFF escape: JSON allows it, UTF-8 (and so the store) cannot hold it alone.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def may_hold_lone_surrogates(body: bytes) -> bool:
+    return _SURROGATE_ESCAPE.search(body) is not None
+
+
+def _lone_surrogate(record: SpanRecord) -> bool:
+    try:
+        json.dumps([record.name, record.scope, record.attributes, record.resource],
+                   ensure_ascii=False, default=repr).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def json_spans(obj: Any, check_surrogates: bool = True) -> Iterator[tuple[SpanRecord | None, str | None]]:
+    """Flatten an OTLP/JSON ExportTraceServiceRequest object like ``spans_of`` does.
+
+    A span that cannot be stored (a bad id, a value out of range, a string holding a lone
+    UTF-16 surrogate) is refused with its reason, its neighbours kept. ``check_surrogates``
+    may be False when the body has no surrogate escape (see ``may_hold_lone_surrogates``).
+    """
     if not isinstance(obj, dict):
         raise PayloadError("OTLP/JSON body must be a JSON object with resourceSpans")
+    _refuse_snake_case(obj)
     resource_spans = obj.get("resourceSpans", [])
     if not isinstance(resource_spans, list):
         raise PayloadError("resourceSpans must be a list")
     for rs in resource_spans:
+        if not isinstance(rs, dict):
+            yield None, "resourceSpans entries must be objects"
+            continue
         try:
             resource = _json_attrs(((rs or {}).get("resource") or {}).get("attributes") or [])
         except (ValueError, AttributeError) as e:
             raise PayloadError(f"resource: {e}") from e
         for ss in _list(rs, "scopeSpans"):
-            scope = ((ss or {}).get("scope") or {}).get("name") or None
+            if not isinstance(ss, dict):
+                yield None, "scopeSpans entries must be objects"
+                continue
+            scope_obj = ss.get("scope") or {}
+            scope = scope_obj.get("name") if isinstance(scope_obj, dict) else scope_obj
+            if scope is not None and not isinstance(scope, str):
+                for _ in _list(ss, "spans") or [None]:
+                    yield None, f"scope must be an object whose name is a string, got {scope!r:.40}"
+                continue
             for span in _list(ss, "spans"):
                 name = span.get("name", "") if isinstance(span, dict) else ""
                 try:
                     if not isinstance(span, dict):
                         raise ValueError("a span must be a JSON object")
                     parent = span.get("parentSpanId") or None
-                    yield SpanRecord(
+                    record = SpanRecord(
                         trace_id=_json_id(span.get("traceId"), 16, "trace id"),
                         span_id=_json_id(span.get("spanId"), 8, "span id"),
                         parent_span_id=_json_id(parent, 8, "parent span id") if parent else None,
@@ -283,21 +327,29 @@ def json_spans(obj: Any) -> Iterator[tuple[SpanRecord | None, str | None]]:
                         end_ns=_json_int(span.get("endTimeUnixNano"), "endTimeUnixNano"),
                         attributes=_json_attrs(span.get("attributes") or []),
                         resource=resource,
-                        scope=scope,
+                        scope=scope or None,
                         status_code=_json_int((span.get("status") or {}).get("code"), "status code",
                                               _STATUS_CODES),
                         dropped_attributes_count=_json_int(span.get("droppedAttributesCount"),
                                                            "droppedAttributesCount"),
-                    ), None
-                except (ValueError, TypeError, AttributeError) as e:
+                    )
+                except (ValueError, TypeError, AttributeError, RecursionError) as e:
                     yield None, f"span {str(name)[:60]!r}: {e}"
+                    continue
+                if check_surrogates and _lone_surrogate(record):
+                    yield None, (f"span {str(name)[:60]!r} of trace {record.trace_id}: a string "
+                                 "holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)")
+                    continue
+                yield record, None
 
 
 def load_json(body: bytes | str) -> Any:
     try:
         return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PayloadError(f"body is not JSON: {e}") from e
+    except RecursionError:
+        raise PayloadError("body is JSON nested too deeply to read") from None
+    except ValueError as e:  # not JSON, not UTF-8, or an integer of thousands of digits
+        raise PayloadError(f"body is not JSON midtrace can read: {e}") from e
 
 
 def request_to_json(request: ExportTraceServiceRequest) -> str:

@@ -2,7 +2,8 @@
 
 midtrace's own attributes are refused when malformed (schemas/decode.py); attributes that
 stock instrumentations send are read leniently instead: a value of the wrong type counts
-as absent, because the app cannot fix what its instrumentation library emits.
+as absent, because the app cannot fix what its instrumentation library emits. So is an
+integer beyond what the contract's 32-bit columns hold.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from midtrace.schemas.conventions import MAX_INT
 
 # Metadata keys that name the source document of a chunk, most specific first
 # (LangChain loaders use `source`, LlamaIndex readers `file_path`/`file_name`).
@@ -28,8 +31,8 @@ def integer(attrs: Mapping[str, Any], key: str) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return value if 0 <= value <= MAX_INT else None
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_INT:
         return int(value)
     return None
 
@@ -60,7 +63,7 @@ def json_value(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except (json.JSONDecodeError, ValueError):
+        except (ValueError, RecursionError):  # not JSON, a 5,000-digit number, nested too deep
             return None
     return value
 
@@ -73,7 +76,7 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
         if not key.startswith(head):
             continue
         index, _, rest = key[len(head):].partition(".")
-        if index.isdigit() and rest:
+        if index.isdigit() and len(index) <= 9 and rest:  # beyond that, no list an SDK sends
             out.setdefault(int(index), {})[rest] = value
     return out
 

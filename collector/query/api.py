@@ -92,6 +92,9 @@ def query_routes(conn: duckdb.DuckDBPyConnection) -> list[Route]:
         except duckdb.Error as e:
             log.error("query failed for %s: %s", request.url.path, e)
             return _error(500, f"query failed: {e}")
+        except Exception as e:  # a bug: answer JSON all the same
+            log.exception("query failed for %s", request.url.path)
+            return _error(500, f"query failed: {e!r}")
 
     async def list_views(request: Request) -> Response:
         return _json({"views": [

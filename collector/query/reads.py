@@ -35,6 +35,7 @@ CONTEXT_BUCKETS: tuple[str, ...] = ("<4k", "4k-16k", "16k-64k", "64k+")
 BANDS: tuple[str, ...] = ("early", "middle", "late")
 TAXONOMY_CLASSES: tuple[str, ...] = (
     "ungraded", "answered", "missing", "dropped", "buried", "unused", "unlabeled")
+MAX_OFFSET = 2**62  # DuckDB binds offsets as BIGINT
 MAX_LIMIT = 1000
 
 
@@ -57,9 +58,11 @@ def parse_time(value: str) -> datetime:
             parsed = datetime.combine(date.fromisoformat(text), time(0))
         else:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except ValueError:
         raise QueryError(f"{value!r} is not a time: use RFC 3339 or YYYY-MM-DD (UTC)") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-23:59 is past the last representable UTC time
+        raise QueryError(f"{value!r} is out of range: in UTC it falls after year 9999") from None
 
 
 def _format_time(value: datetime) -> str:
@@ -229,8 +232,8 @@ def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = N
     """One page of requests, newest first, and the total that match; (pyarrow Table, int)."""
     if not 1 <= limit <= MAX_LIMIT:
         raise QueryError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
-    if offset < 0:
-        raise QueryError(f"offset must not be negative, got {offset}")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     conditions, params = _requests_conditions(filters, search, taxonomy_class)
     ((total,),) = conn.execute(sqlfiles.query("requests_count", filters=conditions),
                                params).fetchall()

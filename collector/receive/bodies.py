@@ -8,6 +8,7 @@ answered 400 with a Status; spans that are individually invalid are reported thr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import zlib
@@ -17,15 +18,19 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from midtrace.schemas.conventions import MAX_INT
 from midtrace.schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
 from midtrace.schemas.model import Outcome
-from midtrace.collector.intake.otlp import PayloadError, SpanRecord, json_spans, load_json, parse_protobuf, spans_of
+from midtrace.collector.intake.otlp import (
+    PayloadError, SpanRecord, json_spans, load_json, may_hold_lone_surrogates, parse_protobuf,
+    spans_of)
 
 SpanPairs = list[tuple[SpanRecord | None, str | None]]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MAX_MESSAGES = 5
+MAX_NS = 2**63 - 1  # times are stored as signed 64-bit nanoseconds (year 2262)
 
 
 class BadInput(Exception):
@@ -66,7 +71,7 @@ def parse_traces(body: bytes, content_type: str | None) -> SpanPairs:
         if kind == PROTOBUF:
             return list(spans_of(parse_protobuf(body)))
         if kind == JSON:
-            return list(json_spans(load_json(body)))
+            return list(json_spans(load_json(body), may_hold_lone_surrogates(body)))
     except PayloadError as e:
         raise BadInput(400, str(e)) from e
     raise BadInput(415, f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}")
@@ -94,6 +99,12 @@ def check_spans(spans: ExportTraceServiceRequest | SpanPairs) -> SpanCheck:
         if span is None:
             check.rejected.append(error or "unreadable span")
             continue
+        if span.dropped_attributes_count > MAX_INT:  # a count: "very many" is enough
+            span = dataclasses.replace(span, dropped_attributes_count=MAX_INT)
+        out_of_range = _out_of_range(span)
+        if out_of_range:
+            check.rejected.append(f"span {span.span_id} of trace {span.trace_id}: {out_of_range}")
+            continue
         if has_midtrace_attributes(span.attributes):
             try:
                 span.remember_record(decode_record(span.attributes))
@@ -102,6 +113,15 @@ def check_spans(spans: ExportTraceServiceRequest | SpanPairs) -> SpanCheck:
                 continue
         check.accepted.append(span)
     return check
+
+
+def _out_of_range(span: SpanRecord) -> str | None:
+    """Why a span's numbers cannot be stored (BIGINT times, INTEGER codes), or None."""
+    for what, value, top in (("start time", span.start_ns, MAX_NS), ("end time", span.end_ns, MAX_NS),
+                             ("kind", span.kind, MAX_INT), ("status code", span.status_code, MAX_INT)):
+        if not 0 <= value <= top:
+            return f"{what} {value} is out of range (0 to {top})"
+    return None
 
 
 # --- outcomes --------------------------------------------------------------------------------
@@ -122,9 +142,9 @@ class OutcomeCheck:
 def parse_outcomes(body: bytes) -> OutcomeCheck:
     """Read a ``{"outcomes": [...]}`` body; each bad item is refused with its index and reason."""
     try:
-        obj = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(400, f"body is not JSON: {e}") from e
+        obj = load_json(body)
+    except PayloadError as e:
+        raise BadInput(400, str(e)) from e
     if not isinstance(obj, dict) or not isinstance(obj.get("outcomes"), list):
         raise BadInput(400, 'body must be a JSON object {"outcomes": [...]}')
     extra = sorted(set(obj) - {"outcomes"})
@@ -142,6 +162,11 @@ def parse_outcomes(body: bytes) -> OutcomeCheck:
 def outcome_from_json(item: Any) -> Outcome:
     if not isinstance(item, dict):
         raise ValueError("an outcome must be a JSON object")
+    try:
+        json.dumps(item, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
+                         "escape)") from None
     unknown = sorted(set(item) - set(_OUTCOME_FIELDS))
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(_OUTCOME_FIELDS)}")

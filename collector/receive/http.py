@@ -74,6 +74,11 @@ def _status(kind: str, code: int, message: str, headers: dict[str, str] | None =
                           code, headers)
 
 
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """Whatever escapes a route is answered as JSON, never as a plain-text page."""
+    return JSONResponse({"error": f"internal error: {exc!r}"}, status_code=500)
+
+
 def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | None = None) -> Starlette:
     intake = intake or Intake(writer)
 
@@ -87,6 +92,9 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
         except BadInput as e:
             log.info("refused export: %s", e.message)
             return _status(answer_kind, e.status, e.message)
+        except Exception as e:  # a bug: still an OTLP answer, never a plain-text page
+            log.exception("export could not be read")
+            return _status(answer_kind, 500, f"export could not be read: {e!r}")
         batch = Batch(raw, request.headers.get("content-type") or PROTOBUF,
                       request.headers.get("content-encoding"))
         try:
@@ -117,7 +125,11 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             except QueueFull as e:
                 return JSONResponse({"error": str(e)}, status_code=503,
                                     headers={"Retry-After": RETRY_AFTER_SECONDS})
-            await asyncio.wrap_future(fut)
+            try:
+                await asyncio.wrap_future(fut)
+            except Exception as e:
+                log.error("outcomes not stored: %s", e)
+                return JSONResponse({"error": f"outcomes not stored: {e}"}, status_code=500)
         status = 400 if check.errors and not check.accepted else 200
         return JSONResponse({"accepted": len(check.accepted), "rejected": len(check.errors),
                              "errors": check.errors}, status_code=status)
@@ -143,7 +155,8 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
         *query_routes(writer.store.conn),
     ]
     middleware = [Middleware(BearerToken, token=settings.token)] if settings.token else []
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={Exception: _internal_error})
     app.state.writer = writer
     app.state.settings = settings
     return app

@@ -171,6 +171,23 @@ def with_bad_span(bad_attrs: list[dict[str, Any]]) -> bytes:
     return json.dumps(body).encode()
 
 
+def with_bad_fields(**fields: Any) -> bytes:
+    """One export holding a good trace and a span with these span fields."""
+    body = otlp_json(GOOD)
+    bad = otlp_json(GOOD)["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    bad["traceId"] = "ab" * 16
+    bad.update(fields)
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"].append(bad)
+    return json.dumps(body).encode()
+
+
+def with_extra_scope(scope_spans: list[Any]) -> bytes:
+    """One export holding a good trace and another resource with these scopeSpans."""
+    body = otlp_json(GOOD)
+    body["resourceSpans"].append({"resource": {}, "scopeSpans": scope_spans})
+    return json.dumps(body).encode()
+
+
 def kv(key: str, value: dict[str, Any]) -> dict[str, Any]:
     return {"key": key, "value": value}
 
@@ -206,6 +223,31 @@ BAD_INPUT = [
      "application/json", None, 200, "offsets overlap", True),
     ("unequal array lengths", with_bad_span([IDS, kv("midtrace.chunk.labels", strs("direct_answer"))]),
      "application/json", None, 200, "must all have the same length", True),
+    # Values that once lost the whole batch with a 500: refused per span, the rest kept.
+    ("start time past 2^63", with_bad_fields(startTimeUnixNano=str(2**63 + 1)),
+     "application/json", None, 200, "start time 9223372036854775809 is out of range", True),
+    ("protobuf start time past 2^63", "big-time-proto", "application/x-protobuf", None, 200,
+     "out of range", True),
+    ("token offset of 2^40", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(0, 2**40)),
+                                            kv("midtrace.chunk.token_ends", ints(5, 2**40 + 5))]),
+     "application/json", None, 200, "midtrace.chunk.token_starts[1] is out of range", True),
+    ("rank of 2^40", with_bad_span([IDS, kv("midtrace.chunk.retrieval_ranks", ints(1, 2**40))]),
+     "application/json", None, 200, "midtrace.chunk.retrieval_ranks[1] is out of range", True),
+    ("prompt tokens of 2^40", with_bad_span([kv("midtrace.prompt.tokens", {"intValue": str(2**40)})]),
+     "application/json", None, 200, "midtrace.prompt.tokens is out of range", True),
+    ("a lone surrogate", with_bad_span([kv("midtrace.request.question", {"stringValue": "\ud800"})]),
+     "application/json", None, 200, "lone UTF-16 surrogate", True),
+    ("a scope name that is a list", with_extra_scope([{"scope": {"name": ["a"]}, "spans": [
+        otlp_json(GOOD)["resourceSpans"][0]["scopeSpans"][0]["spans"][0] | {"traceId": "cd" * 16}]}]),
+     "application/json", None, 200, "scope must be an object whose name is a string", True),
+    ("scopeSpans of strings", with_extra_scope(["not a scope"]),
+     "application/json", None, 200, "scopeSpans entries must be objects", True),
+    ("an integer of 5,000 digits", with_bad_span([kv("n", {"intValue": "N"})]).replace(
+        b'"N"', b"7" * 5000), "application/json", None, 400, "not JSON midtrace can read", False),
+    ("JSON nested 100,000 deep", b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "application/json", None, 400, "nested too deeply", False),
+    ("snake_case keys", json.dumps({"resource_spans": otlp_json(GOOD)["resourceSpans"]}).encode(),
+     "application/json", None, 400, "lowerCamelCase", False),
 ]
 
 
@@ -226,6 +268,13 @@ def test_bad_input_is_refused_clearly_and_loses_nothing_else(collector: Proc, db
         bad = export.resource_spans[0].scope_spans[0].spans.add()
         bad.CopyFrom(export.resource_spans[0].scope_spans[0].spans[0])
         bad.trace_id = b"\x01\x02"
+        body = export.SerializeToString()
+    elif body == "big-time-proto":
+        export = otlp.encode_sdk_spans(finished_spans(GOOD))
+        bad = export.resource_spans[0].scope_spans[0].spans.add()
+        bad.CopyFrom(export.resource_spans[0].scope_spans[0].spans[0])
+        bad.trace_id = bytes.fromhex("ef" * 16)
+        bad.start_time_unix_nano = 2**63 + 1
         body = export.SerializeToString()
     elif isinstance(body, str):
         body = body_with_trace_id(body)
