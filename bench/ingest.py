@@ -12,8 +12,9 @@ real OTel SDK and encoded with the SDK's own OTLP encoder in batches of 50 reque
   normalizer these traces derive no request rows: the run measures receiving and storing.
 
 A separate process sends the batches over several keep-alive connections. Reported: requests/s
-and spans/s from the first byte sent to the last acknowledgement (the collector answers only
-after commit), the decode-only cost per request measured in this process, the collector's peak
+and spans/s from the first byte sent to the last acknowledgement (the collector answers once
+an export is durable in its intake log), and to the moment everything acknowledged is
+derived (a ``fresh=1`` read returns); CPU per request of the collector and of the sender; the decode-only cost per request measured in this process, the collector's peak
 RSS, and database bytes per request.
 
     .venv/bin/python bench/ingest.py                      # both runs, 20,000 requests each
@@ -208,12 +209,27 @@ def send_all(path: str, host: str, port: int, connections: int, out: Any) -> Non
         conn.close()
 
     threads = [threading.Thread(target=worker) for _ in range(connections)]
+    cpu = time.process_time()
     first = time.time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    out.put({"first": first, "last": time.time(), "failures": failures, "retries": retries[0]})
+    last = time.time()
+    # Acknowledged is not derived: wait as a reader would, with fresh=1.
+    derived = None
+    conn = http.client.HTTPConnection(host, port, timeout=120)
+    while derived is None:
+        conn.request("GET", "/api/v1/settings?fresh=1")
+        answer = conn.getresponse()
+        answer.read()
+        if answer.status == 200:
+            derived = time.time()
+        elif answer.status != 503:  # a collector without the freshness wait: nothing to wait for
+            derived = last
+    conn.close()
+    out.put({"first": first, "last": last, "derived": derived, "failures": failures,
+             "retries": retries[0], "sender_cpu_s": time.process_time() - cpu})
 
 
 # --- measuring ---------------------------------------------------------------------------
@@ -238,6 +254,12 @@ def decode_cost(batches: list[bytes], n_requests: int) -> tuple[float, float]:
             normalize_trace(spans)
     normalize = time.perf_counter() - started
     return decode / (len(sample) * per) * 1e6, normalize / (len(sample) * per) * 1e6
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process and its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -290,6 +312,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     outcome = results.get()
     sender.join()
     rss = peak_rss_mb(collector.pid)
+    collector_cpu = cpu_seconds(collector.pid)
     collector.terminate()
     collector.wait(60)
     import duckdb
@@ -299,9 +322,13 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         ((stored_requests,),) = conn.execute("SELECT count(*) FROM requests").fetchall()
     size = sum(p.stat().st_size for p in workdir.glob(f"{run}.duckdb*"))
     seconds = outcome["last"] - outcome["first"]
+    derived_seconds = outcome["derived"] - outcome["first"]
     return {
         "run": run, "requests": n, "spans": n_spans, "stored_spans": stored_spans,
         "request_rows": stored_requests, "seconds": seconds, "requests_per_s": n / seconds,
+        "derived_seconds": derived_seconds, "derived_per_s": n / derived_seconds,
+        "collector_cpu_ms_per_request": collector_cpu / n * 1000,
+        "sender_cpu_ms_per_request": outcome["sender_cpu_s"] / n * 1000,
         "spans_per_s": n_spans / seconds, "decode_us": decode_us, "normalize_us": normalize_us,
         "peak_rss_mb": rss, "db_bytes_per_request": size / n, "retries": outcome["retries"],
         "failures": outcome["failures"],
@@ -356,12 +383,15 @@ def main() -> None:
                             Path(tmp), args.cache) for r in runs]
     print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
           f"{args.connections} connections, queue size {args.queue_size}\n")
-    print("| run | requests | spans | s | requests/s | spans/s | decode µs/req | normalize µs/req "
+    print("| run | requests | spans | acked s | acked requests/s | derived s | derived requests/s "
+          "| collector CPU ms/req | sender CPU ms/req | decode µs/req | normalize µs/req "
           "| peak RSS MB | DB bytes/req | 503 retries | request rows |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['run']} | {r['requests']} | {r['spans']} | {r['seconds']:.1f} | "
-              f"{r['requests_per_s']:.0f} | {r['spans_per_s']:.0f} | {r['decode_us']:.0f} | "
+              f"{r['requests_per_s']:.0f} | {r['derived_seconds']:.1f} | {r['derived_per_s']:.0f} | "
+              f"{r['collector_cpu_ms_per_request']:.2f} | {r['sender_cpu_ms_per_request']:.2f} | "
+              f"{r['decode_us']:.0f} | "
               f"{r['normalize_us']:.0f} | {r['peak_rss_mb']:.0f} | {r['db_bytes_per_request']:.0f} | "
               f"{r['retries']} | {r['request_rows']} |")
         if r["failures"] or r["stored_spans"] != r["spans"]:

@@ -175,13 +175,18 @@ class HttpClient(_Backend):
 
     read_only = False
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0,
+                 fresh: bool = False) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
         self.last_total: int | None = None
+        # fresh: every read first waits until what the collector acknowledged is derived.
+        self.fresh = fresh
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
+        if self.fresh:
+            params = {**(params or {}), "fresh": "1"}
         try:
             response = self.http.get(path, params=params)
         except httpx.HTTPError as e:
@@ -267,11 +272,14 @@ class HttpClient(_Backend):
 
 
 def open_client(url: str | None = None, db: str | Path | None = None,
-                token: str | None = None) -> Client:
-    """A client for a running collector (``url``) or a database file (``db``), not both."""
+                token: str | None = None, fresh: bool = False) -> Client:
+    """A client for a running collector (``url``) or a database file (``db``), not both.
+
+    ``fresh``: reads through a collector first wait until every export it acknowledged is
+    derived (a file has nothing pending)."""
     if (url is None) == (db is None):
         raise ValueError("give either url (a running collector) or db (a DuckDB file)")
     if url is not None:
-        return HttpClient(url, token=token)
+        return HttpClient(url, token=token, fresh=fresh)
     assert db is not None
     return FileClient(db)

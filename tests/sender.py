@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import httpx
+
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -37,7 +39,14 @@ class Sender:
             trace_id = format(root.get_span_context().trace_id, "032x")
         if not self.provider.force_flush(10_000):
             raise RuntimeError(f"export of trace {trace_id} did not finish")
+        self.wait_derived()
         return trace_id
+
+    def wait_derived(self) -> None:
+        """Acknowledged is not yet derived: wait as a reader would, with ``fresh=1``."""
+        answer = httpx.get(self.url + "/api/v1/settings", params={"fresh": "1"}, timeout=15)
+        if answer.status_code not in (200, 401):  # 401: a guarded collector, tested elsewhere
+            raise RuntimeError(f"derivation did not catch up: {answer.status_code} {answer.text}")
 
     def send_many(self, records: Sequence[RagRecord]) -> list[str]:
         return [self.send(r) for r in records]
@@ -47,6 +56,7 @@ class Sender:
             span.set_attributes(outcome_attributes(outcome))
             trace_id = format(span.get_span_context().trace_id, "032x")
         self.provider.force_flush(10_000)
+        self.wait_derived()
         return trace_id
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ __all__ = ["module_collector"]
 
 @pytest.fixture(scope="module")
 def client(module_collector: Proc) -> Iterator[HttpClient]:
-    c = open_client(url=module_collector.url)
+    c = open_client(url=module_collector.url, fresh=True)
     assert isinstance(c, HttpClient)
     yield c
     c.close()

@@ -125,7 +125,7 @@ def test_facets(module_collector: Proc, sent: list[str]) -> None:
 
 def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[str]) -> None:
     """Last in this module: it stops the collector to open its file."""
-    http = open_client(url=module_collector.url)
+    http = open_client(url=module_collector.url, fresh=True)
     assert isinstance(http, HttpClient)
     with pytest.raises(SourceError, match="--url"):
         FileClient(module_collector.db_path)  # type: ignore[attr-defined]

@@ -1,21 +1,29 @@
-"""One trace export, however it arrived (OTLP/HTTP or OTLP/gRPC): check its spans, hand the
-good ones to the writer and wait for their commit, then pass the batch on to any forward
-targets. Counts what the health endpoint reports about the traffic itself.
+"""One trace export, however it arrived (OTLP/HTTP or OTLP/gRPC): check its spans (the
+checks whose answer goes back to the exporter), append it to the intake log and wait for
+that commit (the acknowledgement), then pass the batch on to any forward targets; the rows
+are derived behind it (collector/storage/appender.py). Counts what the health endpoint
+reports about the traffic itself. ``recover`` derives what a crash left in the log.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from midtrace.collector.receive.bodies import (
+    BadInput, SpanCheck, SpanPairs, check_spans, decompress, parse_traces)
 from midtrace.collector.receive.forward import Batch, Forwarder
-from midtrace.collector.receive.bodies import SpanCheck, SpanPairs, check_spans
-from midtrace.collector.storage.store import WriteJob
-from midtrace.collector.storage.writer import QueueFull, Writer
+from midtrace.collector.storage.appender import Appender
+from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.storage.writer import QueueFull
 from midtrace.schemas.span import SpanRecord
+
+log = logging.getLogger(__name__)
 
 ATTRIBUTE_LIMIT_ADVICE = (
     "spans arrived with attributes dropped by the sending SDK's attribute limit (128 per span "
@@ -39,16 +47,16 @@ class IntakeCounters:
 
 
 class Intake:
-    def __init__(self, writer: Writer, forwarders: Sequence[Forwarder] = ()) -> None:
-        self.writer = writer
+    def __init__(self, appender: Appender, forwarders: Sequence[Forwarder] = ()) -> None:
+        self.appender = appender
         self.forwarders = list(forwarders)
         self.counters = IntakeCounters()
 
     async def export(self, export: ExportTraceServiceRequest | SpanPairs, batch: Batch) -> SpanCheck:
-        """Store the export's good spans; returns what was accepted and refused.
+        """Log the export's good spans durably; returns what was accepted and refused.
 
         Raises QueueFull (answer 503 / UNAVAILABLE) before anything is stored, and the
-        writer's error when the commit fails.
+        intake log's error when its commit fails.
         """
         check = check_spans(export)
         c = self.counters
@@ -56,7 +64,8 @@ class Intake:
         c.spans_refused += len(check.rejected)
         if check.accepted:
             try:
-                fut = self.writer.submit(WriteJob(spans=check.accepted))
+                raw = RawExport(batch.body, batch.content_type, batch.content_encoding)
+                fut = self.appender.submit(raw, check.accepted)
             except QueueFull:
                 c.overloaded += 1
                 raise
@@ -88,3 +97,33 @@ class Intake:
                              for svc, cut in sorted(c.cut_by_service.items())},
             }
         return out
+
+
+def spans_of_raw(export: RawExport, max_bytes: int = 1 << 31) -> list[SpanRecord]:
+    """The spans an intake log entry holds that pass the intake checks (as they did then)."""
+    body = decompress(export.body, export.content_encoding, max_bytes)
+    return check_spans(parse_traces(body, export.content_type)).accepted
+
+
+def recover(store: Store, progress: Callable[[int, int], None] | None = None) -> int:
+    """Derive the exports a stop left in the intake log (acknowledged, never derived).
+
+    Returns how many there were. An entry that cannot be read again is logged and dropped.
+    """
+    intake_log = IntakeLog(store.conn)
+    try:
+        pending = intake_log.pending()
+    finally:
+        intake_log.close()
+    for done, entry in enumerate(pending, start=1):
+        try:
+            spans = spans_of_raw(entry.export)
+        except BadInput as e:
+            log.error("intake log entry %d cannot be read again: %s", entry.export_id, e.message)
+            continue
+        store.write([WriteJob(spans=spans, export_id=entry.export_id)])
+        if progress is not None:
+            progress(done, len(pending))
+    if pending:
+        store.write([WriteJob(export_id=pending[-1].export_id)])  # drops unreadable entries too
+    return len(pending)

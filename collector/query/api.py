@@ -23,11 +23,13 @@ from starlette.routing import Route
 
 from midtrace.collector.query import reads
 from midtrace.collector.query.reads import Filters, QueryError
+from midtrace.collector.storage.appender import Freshness
 
 log = logging.getLogger(__name__)
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 FORMATS = ("json", "arrow")
+FRESH_WAIT_SECONDS = 10.0
 
 
 def _arrow_body(table: pa.Table) -> bytes:
@@ -52,6 +54,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def _split(request: Request, extra: tuple[str, ...]) -> tuple[Filters, dict[str, str]]:
     params = dict(request.query_params)
+    params.pop("fresh", None)  # read by every route before its handler
     rest = {k: params.pop(k) for k in list(params) if k in extra}
     try:
         filters = Filters.from_params(params)
@@ -72,8 +75,21 @@ def _format(rest: dict[str, str]) -> str:
     return fmt
 
 
-def query_routes(conn: duckdb.DuckDBPyConnection) -> list[Route]:
-    """The /api/v1 routes, reading through cursors of ``conn``."""
+class NotFresh(Exception):
+    """``fresh=1`` and derivation did not catch up in time."""
+
+
+def query_routes(conn: duckdb.DuckDBPyConnection, freshness: Freshness | None = None) -> list[Route]:
+    """The /api/v1 routes, reading through cursors of ``conn``. With ``fresh=1`` a call first
+    waits (up to FRESH_WAIT_SECONDS) until every export acknowledged before it is derived."""
+
+    async def wait_fresh(request: Request) -> None:
+        fresh = request.query_params.get("fresh", "0")
+        if fresh not in ("0", "1"):
+            raise QueryError(f"fresh must be 0 or 1, got {fresh!r}")
+        if fresh == "1" and freshness is not None:
+            if not await anyio.to_thread.run_sync(freshness.wait, FRESH_WAIT_SECONDS):
+                raise NotFresh()
 
     async def read(fn: Callable[[Any], Any]) -> Any:
         def run() -> Any:
@@ -86,9 +102,15 @@ def query_routes(conn: duckdb.DuckDBPyConnection) -> list[Route]:
 
     async def guarded(handler: Callable[[Request], Any], request: Request) -> Response:
         try:
+            await wait_fresh(request)
             return await handler(request)  # type: ignore[no-any-return]
         except QueryError as e:
             return _error(400, str(e))
+        except NotFresh:
+            lag = freshness.lag() if freshness is not None else {}
+            return JSONResponse({"error": f"derivation did not catch up within "
+                                          f"{FRESH_WAIT_SECONDS:.0f} s; retry", "derivation": lag},
+                                status_code=503, headers={"Retry-After": "1"})
         except duckdb.Error as e:
             log.error("query failed for %s: %s", request.url.path, e)
             return _error(500, f"query failed: {e}")

@@ -1,7 +1,8 @@
 """The collector's HTTP face: OTLP/HTTP traces, outcomes, health.
 
 Status codes follow the OTLP/HTTP spec: 200 with an ExportTraceServiceResponse (carrying
-``partial_success`` when some spans were refused) once the accepted spans are committed;
+``partial_success`` when some spans were refused) once the accepted spans are durable in
+the intake log (their rows are derived behind it, seconds at most);
 400 with a google.rpc.Status for a body that cannot be decoded; 413/415 for size and media
 type; 503 with ``Retry-After`` when the writer's queue is full ("the client SHOULD retry
 ... 429, 502, 503, 504", honouring Retry-After).
@@ -31,10 +32,12 @@ from starlette.routing import Route
 from midtrace.collector.query.api import query_routes
 from midtrace.collector.receive.auth import BearerToken
 from midtrace.collector.receive.forward import Batch, Forwarder
-from midtrace.collector.intake.accept import Intake
+from midtrace.collector.intake.accept import Intake, recover
 from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
 from midtrace.collector.settings import CollectorSettings
+from midtrace.collector.storage.appender import Appender, Freshness
+from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import Store, WriteJob, forbid_external_access
 from midtrace.collector.storage.writer import QueueFull, Writer
 
@@ -80,7 +83,12 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | None = None) -> Starlette:
-    intake = intake or Intake(writer)
+    if intake is None:
+        freshness = Freshness()
+        writer.on_derived = freshness.derived
+        intake = Intake(Appender(IntakeLog(writer.store.conn), writer, freshness,
+                                 max_queue=settings.queue_size).start())
+    appender = intake.appender
 
     async def traces(request: Request) -> Response:
         kind = media_type(request.headers.get("content-type"))
@@ -136,11 +144,14 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
 
     async def healthz(request: Request) -> Response:
         c = writer.counters
-        ready = writer.alive
+        ready = writer.alive and appender.alive
+        reason = (c.last_error or "the writer is not running" if not writer.alive else
+                  appender.last_error or "the appender is not running")
         return JSONResponse({
             "status": "ready" if ready else "not ready",
-            **({} if ready else {"reason": c.last_error or "the writer is not running"}),
+            **({} if ready else {"reason": reason}),
             "queue_depth": writer.depth, "queue_capacity": writer.capacity,
+            "derivation": appender.freshness.lag(),
             "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
             "text": "stored" if settings.keep_text else "not stored (--no-text)",
@@ -152,7 +163,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
         Route("/v1/traces", traces, methods=["POST"]),
         Route("/v1/outcomes", outcomes, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
-        *query_routes(writer.store.conn),
+        *query_routes(writer.store.conn, appender.freshness),
     ]
     middleware = [Middleware(BearerToken, token=settings.token)] if settings.token else []
     app = Starlette(routes=routes, middleware=middleware,
@@ -186,13 +197,20 @@ def run(settings: CollectorSettings) -> None:
     give forward targets a moment to drain, and close the database."""
     settings.check()
     store = Store.open(settings.db, keep_text=settings.keep_text)
+    recovered = recover(store)
+    if recovered:
+        print(f"midtrace collector derived {recovered} exports left in the intake log",
+              file=sys.stderr, flush=True)
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
     forbid_external_access(store.conn)
-    writer = Writer(store, max_queue=settings.queue_size).start()
+    freshness = Freshness()
+    writer = Writer(store, max_queue=settings.queue_size, on_derived=freshness.derived).start()
+    appender = Appender(IntakeLog(store.conn), writer, freshness,
+                        max_queue=settings.queue_size).start()
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]
-    intake = Intake(writer, forwarders)
+    intake = Intake(appender, forwarders)
     try:
         sock = bind(settings.host, settings.http_port)
         app = create_app(writer, settings, intake)
@@ -201,6 +219,7 @@ def run(settings: CollectorSettings) -> None:
         deadline = time.monotonic() + FORWARD_DRAIN_SECONDS  # one budget for every target
         for f in forwarders:
             f.close(deadline=deadline)
+        appender.close()  # what was acknowledged is in the log; the writer derives the rest
         writer.close()
         print("midtrace collector stopped", file=sys.stderr, flush=True)
 

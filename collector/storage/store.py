@@ -1,9 +1,12 @@
-"""The DuckDB store: migrations, views, and the one write path (spans -> derived rows).
+"""The DuckDB store: migrations, views, and the derive path (spans -> derived rows).
 
-Every write is one transaction: the received spans are kept as they came (so a newer
+Spans reach ``write`` from the intake log (collector/storage/intake_log.py: acknowledged,
+not yet derived) or straight from offline ingest. Every write is one transaction: the
+received spans are kept as they came (so a newer
 normalizer can rebuild the derived rows), then each touched trace is normalized again
 from *all* of its stored spans, its derived rows replaced. That is what makes split
-traces, any arrival order and retried exports come out the same.
+traces, any arrival order and retried exports come out the same. The intake log entries
+the spans came from leave the log in the same transaction.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class WriteJob:
 
     spans: Sequence[SpanRecord] = ()
     outcomes: Sequence[Outcome] = ()
+    export_id: int | None = None  # the intake log entry these spans came from, if any
 
 
 @dataclass
@@ -216,6 +220,9 @@ class Store:
             self._append(rows)
             refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
                                                     if o.trace_id is not None})
+            export_ids = [job.export_id for job in jobs if job.export_id is not None]
+            if export_ids:
+                conn.execute(sqlfiles.query("delete_intake_log"), {"through": max(export_ids)})
         self.known.add(trace_ids)
         self.encoder.committed(texts)
         self._chunk_texts_stored.update(chunk_texts)

@@ -1,7 +1,10 @@
-"""The one writer: a bounded queue, group commit, and an answer only after commit.
+"""The one writer (the derive step): a bounded queue, group commit, an answer after commit.
 
-Each submitted job gets a Future that completes once its rows are committed, so the HTTP
-layer answers 200 only for data that is on disk (DuckDB syncs its WAL on commit). When the
+Jobs come from the appender (collector/storage/appender.py: exports already acknowledged,
+their rows derived here in order), from outcome posts and from recovery of the intake
+log. Each submitted job gets a Future that completes once its rows are committed, so an
+outcome post is answered only once it is applied (DuckDB syncs its WAL on commit); after
+each group the writer reports the last export id it derived to ``on_derived``. When the
 queue is full, ``submit`` raises QueueFull at once and the caller asks the client to retry.
 A job that fails is retried alone so one bad job never fails the ones committed with it.
 
@@ -17,6 +20,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
@@ -55,8 +59,10 @@ def _settle(fut: Future[WriteStats], stats: WriteStats | None = None,
 
 
 class Writer:
-    def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000) -> None:
+    def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000,
+                 on_derived: Callable[[int], None] | None = None) -> None:
         self.store = store
+        self.on_derived = on_derived
         self.max_batch_spans = max_batch_spans
         self.counters = WriterCounters()
         self._queue: queue.Queue[tuple[WriteJob, Future[WriteStats]] | object] = queue.Queue(max_queue)
@@ -139,6 +145,10 @@ class Writer:
                 batch.append(nxt)
                 n_spans += len(nxt[0].spans)  # type: ignore[index]
             self._commit(batch)  # type: ignore[arg-type]
+            export_ids = [job.export_id for job, _ in batch  # type: ignore[misc]
+                          if job.export_id is not None]
+            if export_ids and self.on_derived is not None:
+                self.on_derived(max(export_ids))
             if stop:
                 return
 

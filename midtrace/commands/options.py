@@ -175,12 +175,19 @@ def split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def open_store(db: Path):  # type: ignore[no-untyped-def]
+    """Open a store for writing, first deriving what a collector's stop left in its intake
+    log, so every offline command sees every acknowledged export."""
+    from midtrace.collector.intake.accept import recover
     from midtrace.collector.storage.store import Store, StoreError
 
     try:
-        return Store.open(db)
+        store = Store.open(db)
     except StoreError as e:
         fail(str(e), EXIT_SOURCE)
+    recovered = recover(store)
+    if recovered:
+        click.echo(f"derived {recovered} exports left in the intake log of {db}", err=True)
+    return store
 
 
 dashboard_port_option = click.option(

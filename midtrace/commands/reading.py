@@ -68,7 +68,8 @@ def _open_source(ctx: click.Context, db: Path | None, url: str | None, token: st
     if not url and not db:
         raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
     try:
-        return open_client(url=url, db=db, token=token)
+        # report and gate judge everything the collector has acknowledged so far
+        return open_client(url=url, db=db, token=token, fresh=True)
     except ClientError as e:
         fail(str(e), EXIT_SOURCE)
 

@@ -18,12 +18,8 @@ from midtrace.commands.options import (
 def ingest(db: Path, files: tuple[Path, ...]) -> None:
     """Load OTLP/JSON trace files and outcome files into the store (no collector may hold it)."""
     from midtrace.collector.intake.ingest import ingest_files
-    from midtrace.collector.storage.store import Store, StoreError
 
-    try:
-        store = Store.open(db)
-    except StoreError as e:
-        fail(str(e), EXIT_SOURCE)
+    store = open_store(db)
     try:
         with click.progressbar(length=len(files), label="ingesting", file=sys.stderr,
                                show_pos=True) as bar:

@@ -317,7 +317,7 @@ class Sweep:
 
         s = self.settings
         try:
-            client = open_client(url=s.url, db=s.db, token=s.token)
+            client = open_client(url=s.url, db=s.db, token=s.token, fresh=True)
             try:
                 out = summarise(client, self.experiment, s.model, s.strategies)
             finally:

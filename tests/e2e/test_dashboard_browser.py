@@ -150,7 +150,7 @@ def test_untrusted_chunk_text_shows_literally(page: Page, stack: Stack) -> None:
 
 
 def test_grading_in_the_browser_changes_the_report(page: Page, stack: Stack) -> None:
-    client = open_client(url=stack.collector.url)
+    client = open_client(url=stack.collector.url, fresh=True)
 
     def counts() -> dict[str, int]:
         frame = client.view("failure_taxonomy")

@@ -1,0 +1,181 @@
+"""Acknowledge after a durable append; derive behind it.
+
+The appender thread takes accepted exports, appends a group of them (up to ``max_group``,
+whatever is waiting) to the intake log in one commit, answers each caller's Future with its
+export id, and hands the spans to the writer (collector/storage/writer.py), which derives
+their rows in order. ``Freshness`` tracks which acknowledged exports are derived: the query
+API's ``fresh=1`` waits on it and ``/healthz`` reports its lag.
+
+Backpressure: ``submit`` raises QueueFull (503 / UNAVAILABLE) when the appender's queue is
+full or the writer already holds ``capacity`` exports waiting to be derived, so memory and
+lag stay bounded and nothing that was acknowledged is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+
+from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+from midtrace.collector.storage.store import WriteJob
+from midtrace.collector.storage.writer import QueueFull, Writer
+from midtrace.schemas.span import SpanRecord
+
+log = logging.getLogger(__name__)
+
+
+class Freshness:
+    """Which acknowledged exports are derived yet."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._acked = 0
+        self._derived = 0
+        self._pending: deque[tuple[int, float]] = deque()  # (export id, acked at), in order
+
+    def acked(self, export_ids: Sequence[int], at: float | None = None) -> None:
+        at = time.time() if at is None else at
+        with self._cond:
+            for i in export_ids:
+                self._pending.append((i, at))
+            if export_ids:
+                self._acked = max(self._acked, max(export_ids))
+
+    def derived(self, through: int) -> None:
+        """Every export up to ``through`` has been derived (or failed to derive, logged)."""
+        with self._cond:
+            self._derived = max(self._derived, through)
+            while self._pending and self._pending[0][0] <= self._derived:
+                self._pending.popleft()
+            self._cond.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until everything acknowledged before this call is derived; False on timeout."""
+        with self._cond:
+            target = self._acked
+            return self._cond.wait_for(lambda: self._derived >= target, timeout)
+
+    def lag(self) -> dict[str, float | int]:
+        with self._cond:
+            oldest = self._pending[0][1] if self._pending else None
+            return {"pending_exports": len(self._pending),
+                    "oldest_pending_seconds": round(time.time() - oldest, 3) if oldest else 0.0}
+
+
+@dataclass
+class _Item:
+    export: RawExport
+    spans: Sequence[SpanRecord]
+    future: Future[int]
+
+
+_STOP = object()
+
+
+class Appender:
+    def __init__(self, intake_log: IntakeLog, writer: Writer, freshness: Freshness,
+                 max_queue: int = 64, max_group: int = 16) -> None:
+        self.log = intake_log
+        self.writer = writer
+        self.freshness = freshness
+        self.max_group = max_group
+        self.appended = 0
+        self.commits = 0
+        self.last_error: str | None = None
+        self._queue: queue.Queue[_Item | object] = queue.Queue(max_queue)
+        self._thread = threading.Thread(target=self._run, name="midtrace-appender", daemon=True)
+        self._closed = False
+
+    def start(self) -> Appender:
+        self._thread.start()
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, export: RawExport, spans: Sequence[SpanRecord]) -> Future[int]:
+        """Queue one export; its Future gives the export id once the append is committed."""
+        if self._closed:
+            raise RuntimeError("appender is closed")
+        if self.writer.depth >= self.writer.capacity:
+            raise QueueFull(f"derivation is behind by {self.writer.depth} exports; retry shortly")
+        fut: Future[int] = Future()
+        try:
+            self._queue.put_nowait(_Item(export, spans, fut))
+        except queue.Full:
+            raise QueueFull(f"intake queue is full ({self._queue.maxsize} exports)") from None
+        return fut
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Append what is queued, then stop (the writer is closed separately, after this)."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        while self._thread.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self.log.close()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    return
+                group = [item]
+                stop = False
+                while len(group) < self.max_group:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP:
+                        stop = True
+                        break
+                    group.append(nxt)
+                self._append(group)  # type: ignore[arg-type]
+                if stop:
+                    return
+        except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
+            self.last_error = f"appender stopped: {e!r}"
+            log.exception("the appender thread stopped")
+
+    def _append(self, group: list[_Item]) -> None:
+        try:
+            ids = self.log.append([item.export for item in group])
+        except Exception as e:
+            self.last_error = str(e)
+            log.error("intake log append of %d exports failed: %s", len(group), e)
+            for item in group:
+                _settle(item.future, error=e)
+            return
+        self.appended += len(group)
+        self.commits += 1
+        self.freshness.acked(ids)
+        for export_id, item in zip(ids, group):
+            _settle(item.future, export_id)  # durable now: acknowledge
+        for export_id, item in zip(ids, group):
+            # In order, so the writer derives exports in the order they were acknowledged.
+            self.writer.submit_blocking(WriteJob(spans=item.spans, export_id=export_id))
+
+
+def _settle(fut: Future[int], value: int | None = None, error: BaseException | None = None) -> None:
+    try:
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass  # its caller stopped waiting: the export is logged and will be derived all the same

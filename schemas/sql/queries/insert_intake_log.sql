@@ -1,0 +1,2 @@
+-- Acknowledged exports, appended as one group commit.
+INSERT INTO intake_log SELECT * FROM _intake;
