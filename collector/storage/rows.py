@@ -11,7 +11,7 @@ from typing import Any
 import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
 import pyarrow as pa
 
-from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.model import Outcome, RagRequest
 
 REQUESTS = pa.schema([
@@ -56,23 +56,6 @@ SPANS = pa.schema([
     ("dropped_attributes_count", pa.int32()), ("attributes", pa.string()), ("resource", pa.string()),
     ("received_at", pa.timestamp("us", tz="UTC")),
 ])
-
-
-class RedactedText(str):
-    """A text that ``--no-text`` kept only as its content hash and length.
-
-    It is a string (so decoders that expect one keep working) saying what it stands for;
-    the rows take ``content_hash`` and ``chars`` from it and never store it as text.
-    """
-
-    content_hash: str
-    chars: int
-
-    def __new__(cls, content_hash: str, chars: int) -> RedactedText:
-        self = super().__new__(cls, f"[redacted: {chars} characters]")
-        self.content_hash = content_hash
-        self.chars = chars
-        return self
 
 
 # Chunk and placement columns filled straight from the model's attribute of the same meaning.
