@@ -29,6 +29,9 @@ class Attr:
     type: AttrType
     meaning: str
     missing: str = ""
+    # Free text from the app or its users, as opposed to ids, labels, dates and numbers:
+    # the collector's --no-text keeps only its content hash.
+    text: bool = False
 
 
 # Request-level attributes, on the span that answered (or any span of the trace).
@@ -85,8 +88,8 @@ OUTCOME_NOTE = "midtrace.outcome.note"
 OUTCOME_TIME = "midtrace.outcome.time"
 
 REQUEST_ATTRS: tuple[Attr, ...] = (
-    Attr(QUESTION, "string", "The user's question."),
-    Attr(ANSWER, "string", "The answer the model gave."),
+    Attr(QUESTION, "string", "The user's question.", text=True),
+    Attr(ANSWER, "string", "The answer the model gave.", text=True),
     Attr(MODEL, "string", "Model that answered (else `gen_ai.request.model` or `llm.model_name`)."),
     Attr(LATENCY_MS, "double", "End-to-end latency of the request in milliseconds."),
     Attr(COST_USD, "double", "Cost of the request in US dollars."),
@@ -97,13 +100,15 @@ REQUEST_ATTRS: tuple[Attr, ...] = (
     Attr(CONDITION, "string", "Placement condition within the experiment (e.g. `rank_5`, `absent`)."),
     Attr(CASE_ID, "string", "Case id: the same question across placements."),
     Attr(CONFIDENCE, "double", "Structured answer field: the model's stated confidence, 0..1."),
-    Attr(ANSWER_CONSTRAINTS, "string[]", "Structured answer field: constraints the answer mentions."),
+    Attr(ANSWER_CONSTRAINTS, "string[]", "Structured answer field: constraints the answer mentions.",
+         text=True),
     Attr(CITED_IDS, "string[]", "Structured answer field: chunk ids the answer cites."),
-    Attr(UNRESOLVED_CONFLICTS, "string[]", "Structured answer field: conflicts the answer left open."),
+    Attr(UNRESOLVED_CONFLICTS, "string[]", "Structured answer field: conflicts the answer left open.",
+         text=True),
     Attr(PROMPT_TOKENS, "int", "Tokens in the final prompt."),
     Attr(PROMPT_CHARS, "int", "Characters in the final prompt (used to estimate token offsets)."),
     Attr(EVIDENCE_TOKENS, "int", "Tokens of the evidence block within the prompt."),
-    Attr(VERIFIER_RESULT, "string", "Result of a verifier pass, if one ran."),
+    Attr(VERIFIER_RESULT, "string", "Result of a verifier pass, if one ran.", text=True),
 )
 
 CHUNK_ATTRS: tuple[Attr, ...] = (
@@ -132,22 +137,27 @@ CHUNK_ATTRS: tuple[Attr, ...] = (
     Attr(CHUNK_UPDATED_DATES, "string[]", "Date the source was last updated, `YYYY-MM-DD`.", "`\"\"`"),
     Attr(CHUNK_DECISIVE, "boolean[]", "The app's own mark: this chunk decides the answer (gold).", "none: send the array for all entries or omit it"),
     Attr(CHUNK_CITED, "boolean[]", "The answer cited this chunk.", "none: send the array for all entries or omit it"),
-    Attr(CHUNK_TEXTS, "string[]", "Chunk text (optional; never stored with `--no-text`).", "`\"\"`"),
+    Attr(CHUNK_TEXTS, "string[]", "Chunk text (optional).", "`\"\"`", text=True),
 )
 
 OUTCOME_ATTRS: tuple[Attr, ...] = (
     Attr(OUTCOME_CORRECT, "boolean", "The answer was correct."),
     Attr(OUTCOME_SCORE, "double", "A graded score."),
     Attr(OUTCOME_DECISIVE_CHUNK_IDS, "string[]", "Chunk ids that decide this question."),
-    Attr(OUTCOME_REQUIRED_CONSTRAINTS, "string[]", "Qualifiers a correct answer must mention."),
-    Attr(OUTCOME_RECALLED_CONSTRAINTS, "string[]", "Those of the required constraints the answer mentioned."),
+    Attr(OUTCOME_REQUIRED_CONSTRAINTS, "string[]", "Qualifiers a correct answer must mention.",
+         text=True),
+    Attr(OUTCOME_RECALLED_CONSTRAINTS, "string[]",
+         "Those of the required constraints the answer mentioned.", text=True),
     Attr(OUTCOME_REVIEWER, "string", "Who graded."),
-    Attr(OUTCOME_NOTE, "string", "Free-text note."),
+    Attr(OUTCOME_NOTE, "string", "A note on the grade.", text=True),
     Attr(OUTCOME_TIME, "string", "When the grade was given, RFC 3339."),
 )
 
 ALL_ATTRS: tuple[Attr, ...] = REQUEST_ATTRS + CHUNK_ATTRS + OUTCOME_ATTRS
 BY_NAME: dict[str, Attr] = {a.name: a for a in ALL_ATTRS}
+
+
+TEXT_NOTE = " Free text: `--no-text` keeps only its content hash."
 
 
 def render_markdown() -> str:
@@ -157,6 +167,7 @@ def render_markdown() -> str:
                          ("Outcome", OUTCOME_ATTRS)):
         lines += [f"### {title}", "", "| attribute | type | meaning | missing value |",
                   "|---|---|---|---|"]
-        lines += [f"| `{a.name}` | {a.type} | {a.meaning} | {a.missing} |" for a in attrs]
+        lines += [f"| `{a.name}` | {a.type} | {a.meaning}{TEXT_NOTE if a.text else ''} | {a.missing} |"
+                  for a in attrs]
         lines.append("")
     return "\n".join(lines)

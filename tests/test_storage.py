@@ -259,11 +259,25 @@ def test_no_text_stores_hashes_offsets_and_lengths_only(filled: tuple[Path, dict
     assert rows(db, "SELECT DISTINCT text_chars FROM chunks ORDER BY 1") == sorted(
         {(len(d),) for d in DOCS[:3]})
     assert rows(db, "SELECT count(*) FROM chunks WHERE text_hash IS NULL") == [(0,)]
+    # Rebuilding changes nothing the spans alone decide. Where an OpenInference document sat
+    # in the prompt can be found only while the texts are in hand (docs/collector.md,
+    # "Privacy"): when the trace's spans were derived together they were, on a rebuild
+    # they are not, so that request's own rows are left out of the comparison.
+    oi_request = rows(db, "SELECT request_id FROM requests WHERE trace_id = ?", [ids["oi"]])
+    assert len(oi_request) == 1
+
+    def without_oi(snap: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+        derived = ("requests", "chunks", "placements")
+        return {t: [r for r in v if not (t in derived and r[0] == oi_request[0][0])]
+                for t, v in snap.items()}
+
     before = snapshot(db)
     run = midtrace_cli("rebuild", "--db", str(db))
     assert run.returncode == 0, run.stderr
-    assert snapshot(db) == before
-    assert ids["oi"]
+    after = snapshot(db)
+    assert without_oi(after) == without_oi(before)
+    assert [r[:3] for r in after["chunks"] if r[0] == oi_request[0][0]] == [
+        r[:3] for r in before["chunks"] if r[0] == oi_request[0][0]]  # the same documents
 
 
 def test_rows_written_before_migration_003_are_read_and_rebuilt(tmp_path: Path) -> None:

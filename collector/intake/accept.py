@@ -8,22 +8,28 @@ reports about the traffic itself. ``recover`` derives what a crash left in the l
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from midtrace.collector.intake.otlp import records_to_request
 from midtrace.collector.receive.bodies import (
-    BadInput, SpanCheck, SpanPairs, check_spans, decompress, parse_traces)
+    PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans, decompress, parse_traces)
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.storage.appender import Appender
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+from midtrace.collector.storage.redact import redact_span
+from midtrace.collector.storage.spanstore import resolve
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import QueueFull
 from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
+
+REDACTED_PROTOBUF = PROTOBUF + "; midtrace-redacted=1"  # an intake log entry --no-text wrote
 
 ATTRIBUTE_LIMIT_ADVICE = (
     "spans arrived with attributes dropped by the sending SDK's attribute limit (128 per span "
@@ -47,8 +53,10 @@ class IntakeCounters:
 
 
 class Intake:
-    def __init__(self, appender: Appender, forwarders: Sequence[Forwarder] = ()) -> None:
+    def __init__(self, appender: Appender, forwarders: Sequence[Forwarder] = (),
+                 keep_text: bool = True) -> None:
         self.appender = appender
+        self.keep_text = keep_text
         self.forwarders = list(forwarders)
         self.counters = IntakeCounters()
 
@@ -64,7 +72,8 @@ class Intake:
         c.spans_refused += len(check.rejected)
         if check.accepted:
             try:
-                raw = RawExport(batch.body, batch.content_type, batch.content_encoding)
+                raw = (RawExport(batch.body, batch.content_type, batch.content_encoding)
+                       if self.keep_text else redacted_export(check.accepted))
                 fut = self.appender.submit(raw, check.accepted)
             except QueueFull:
                 c.overloaded += 1
@@ -99,10 +108,24 @@ class Intake:
         return out
 
 
+def redacted_export(spans: Sequence[SpanRecord]) -> RawExport:
+    """What the intake log keeps of an export under ``--no-text``: its accepted spans with
+    every free text replaced by its hash and length (collector/storage/redact.py), so no
+    text reaches the file even for the moment before the spans are derived. The rows are
+    derived from the spans in hand, text and all, as before."""
+    request = records_to_request([redact_span(s) for s in spans])
+    return RawExport(request.SerializeToString(), REDACTED_PROTOBUF)
+
+
 def spans_of_raw(export: RawExport, max_bytes: int = 1 << 31) -> list[SpanRecord]:
     """The spans an intake log entry holds that pass the intake checks (as they did then)."""
     body = decompress(export.body, export.content_encoding, max_bytes)
-    return check_spans(parse_traces(body, export.content_type)).accepted
+    pairs = parse_traces(body, export.content_type)
+    if export.content_type == REDACTED_PROTOBUF:  # texts read as what they stand for
+        pairs = [(None if span is None else dataclasses.replace(
+                      span, attributes={k: resolve(v, {}) for k, v in span.attributes.items()}),
+                  error) for span, error in pairs]
+    return check_spans(pairs).accepted
 
 
 def recover(store: Store, progress: Callable[[int, int], None] | None = None) -> int:
@@ -118,8 +141,9 @@ def recover(store: Store, progress: Callable[[int, int], None] | None = None) ->
     for done, entry in enumerate(pending, start=1):
         try:
             spans = spans_of_raw(entry.export)
-        except BadInput as e:
-            log.error("intake log entry %d cannot be read again: %s", entry.export_id, e.message)
+        except Exception as e:  # BadInput, or a redacted entry that cannot be read back
+            log.error("intake log entry %d cannot be read again: %s", entry.export_id,
+                      e.message if isinstance(e, BadInput) else e)
             continue
         store.write([WriteJob(spans=spans, export_id=entry.export_id)])
         if progress is not None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from midtrace.schemas.chunk_hash import RedactedText
 from midtrace.schemas.conventions import MAX_INT
 
 # Metadata keys that name the source document of a chunk, most specific first
@@ -59,7 +60,12 @@ def identifier(value: Any) -> str | None:
 
 
 def json_value(value: Any) -> Any:
-    """A JSON string parsed, a structured value as is; None for unreadable JSON."""
+    """A JSON string parsed, a structured value as is; None for unreadable JSON.
+
+    A JSON text that ``--no-text`` did not keep gives the structure kept of it (ids and
+    numbers, its strings redacted)."""
+    if isinstance(value, RedactedText):
+        return value.structure
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -109,5 +115,25 @@ def parts_text(parts: Any, text_key: str, text_parts_only: bool = False) -> str 
             text = part.get(text_key, part.get("text"))
             if isinstance(text, str):
                 texts.append(text)
-    return "\n".join(texts) if texts else None
+    return join_texts("\n", texts) if texts else None
 
+
+def readable(text: str | None) -> str | None:
+    """``text``, or None when it is a text ``--no-text`` did not keep (it cannot be searched)."""
+    return None if isinstance(text, RedactedText) else text
+
+
+def text_length(text: str) -> int:
+    """Characters of ``text``, or of the text a redacted one stands for."""
+    return text.chars if isinstance(text, RedactedText) else len(text)
+
+
+def join_texts(separator: str, texts: Sequence[str]) -> str:
+    """``separator.join(texts)``; if any of them was not kept, a redacted text of the
+    joined length (so a prompt's size is still known)."""
+    if len(texts) == 1:
+        return texts[0]
+    if not any(isinstance(t, RedactedText) for t in texts):
+        return separator.join(texts)
+    chars = sum(map(text_length, texts)) + len(separator) * (len(texts) - 1)
+    return RedactedText(None, chars)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from midtrace.collector.normalize.attr_values import (
-    identifier, indexed, integer, json_value, number, parts_text, source_id, string)
+    identifier, indexed, integer, join_texts, json_value, number, parts_text, source_id, string)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
 from midtrace.schemas.model import RagRequest
@@ -132,7 +132,7 @@ def llm_call(span: SpanRecord) -> LlmCall:
     tokens = integer(attrs, USAGE_INPUT_TOKENS)
     return LlmCall(
         span=span,
-        prompt="\n\n".join(texts) if texts else None,
+        prompt=join_texts("\n\n", texts) if texts else None,
         answer=output[0][1] if output else None,
         model=string(attrs, REQUEST_MODEL) or string(attrs, RESPONSE_MODEL),
         prompt_tokens=tokens if tokens is not None else integer(attrs, LEGACY_USAGE_PROMPT_TOKENS),

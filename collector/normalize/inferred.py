@@ -23,8 +23,9 @@ from functools import cached_property
 from datetime import UTC, datetime
 from typing import Any
 
+from midtrace.collector.normalize.attr_values import readable, text_length
 from midtrace.collector.normalize.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
-from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.decode import estimate_tokens
 from midtrace.schemas.model import Chunk, Convention, Placement, RagRecord, RagRequest, Stage
 from midtrace.schemas.span import SpanRecord
@@ -34,6 +35,11 @@ ATTRIBUTE_LIMIT_WARNING = (
     "attributes per span ({names}); the SDK drops the oldest ones silently, so a retriever "
     "span with more than 30 to 60 documents loses the first ones. Raise the limit in the app "
     "with OTEL_ATTRIBUTE_COUNT_LIMIT (or OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT).")
+
+NOT_KEPT_WARNING = (
+    "document or prompt texts of this trace were not kept (--no-text): where the documents sat "
+    "in the prompt is found only while the trace arrives in one export, not across exports or "
+    "on rebuild")
 
 
 @dataclass(frozen=True)
@@ -114,14 +120,20 @@ class _ChunkTable:
         if cid is None:
             return None
         row = self.rows.setdefault(cid, {"id": cid})
-        if row.get("text") is None and doc.text is not None:
-            row["text"] = doc.text
+        if doc.text is not None and readable(row.get("text")) is None:
+            if row.get("text") is None or readable(doc.text) is not None:
+                row["text"] = doc.text
         if row.get("source_id") is None and doc.source_id is not None:
             row["source_id"] = doc.source_id
         return cid
 
     def texts(self) -> list[str | None]:
-        return [row.get("text") for row in self.rows.values()]
+        """Each chunk's text as it can be searched for: None when absent or not kept."""
+        return [readable(row.get("text")) for row in self.rows.values()]
+
+    def withheld(self) -> bool:
+        """Whether some chunk's text was not kept (``--no-text``)."""
+        return any(isinstance(row.get("text"), RedactedText) for row in self.rows.values())
 
 
 def _collect(obs: Observation) -> _ChunkTable:
@@ -147,14 +159,16 @@ def _collect(obs: Observation) -> _ChunkTable:
     return table
 
 
-def _answering(obs: Observation, texts: Sequence[str | None]
+def _answering(obs: Observation, table: _ChunkTable
                ) -> tuple[LlmCall | None, list[Found], list[str]]:
     """The answering call and where the documents sit in its prompt."""
     calls = sorted(obs.calls, key=lambda c: _by_end(c.span), reverse=True)
+    texts = table.texts()
     searchable = any(texts)
     for call in calls:
-        if call.prompt and searchable:
-            found = locate(call.prompt, texts)
+        prompt = readable(call.prompt)
+        if prompt and searchable:
+            found = locate(prompt, texts)
             if found:
                 return call, found, []
     rankings = obs.retrievals + obs.reranks
@@ -163,6 +177,8 @@ def _answering(obs: Observation, texts: Sequence[str | None]
     if not after:
         return None, [], []
     call = after[0]
+    if table.withheld() or (call.prompt and readable(call.prompt) is None):
+        return call, [], [NOT_KEPT_WARNING]
     if not searchable:
         return call, [], [
             "the retrieved documents carry no text (only ids), so where they sat in the "
@@ -181,7 +197,7 @@ def _stage(cid: str, row: dict[str, Any], placed: set[str], prompt_known: bool,
     if cid in placed:
         return "in_prompt"
     # A document with no text cannot be looked for, so its absence says nothing.
-    if (prompt_known and row.get("text")) or cid in cut:
+    if (prompt_known and readable(row.get("text"))) or cid in cut:
         return "dropped"
     return "reranked" if row.get("rerank_rank") is not None else "retrieved"
 
@@ -232,9 +248,10 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
     if not table.rows:
         return None
     ids = list(table.rows)
-    call, found, warnings = _answering(obs, table.texts())
+    call, found, warnings = _answering(obs, table)
     warnings = list(obs.warnings) + warnings
     prompt = call.prompt if call is not None else None
+    searched = readable(prompt)
     placements = tuple(
         Placement(chunk_id=ids[f.doc], prompt_index=k, char_start=f.start, char_end=f.end)
         for k, f in enumerate(found))
@@ -246,11 +263,13 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
 
     answer = call.answer if call is not None else None
     cited_ids: tuple[str, ...] | None = None
-    if answer:
-        cited_ids, cite_warnings = _citations(answer, prompt, placements, table.rows, pattern)
+    readable_answer = readable(answer)
+    if readable_answer:
+        cited_ids, cite_warnings = _citations(readable_answer, searched, placements, table.rows,
+                                              pattern)
         warnings += cite_warnings
     chunks = tuple(
-        Chunk(**{**row, "stage": _stage(cid, row, placed, bool(prompt), table.cut),
+        Chunk(**{**row, "stage": _stage(cid, row, placed, bool(searched), table.cut),
                  "cited": None if cited_ids is None else cid in cited_ids})
         for cid, row in table.rows.items())
 
@@ -266,7 +285,7 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         template_version=obs.template_version,
         cited_ids=cited_ids,
         prompt_tokens=call.prompt_tokens if call is not None else None,
-        prompt_chars=len(prompt) if prompt else None,
+        prompt_chars=text_length(prompt) if prompt else None,
         latency_ms=(max(s.end_ns for s in spans) - start) / 1e6,
         cost_usd=call.cost_usd if call is not None else None,
         chunks=chunks,

@@ -21,15 +21,15 @@ attributes first once a span passes 128) is recognised by its attribute names in
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from midtrace.collector.normalize.attr_values import (
-    identifier, indexed, integer, json_value, number, parts_text, source_id, string)
+    identifier, indexed, integer, join_texts, json_value, number, parts_text, source_id, string)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
+from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
 
@@ -79,6 +79,7 @@ ATTRIBUTES_READ: tuple[str, ...] = (
     PROMPT_TEMPLATE_VERSION, PROMPT_ID,
 )
 
+TEMPLATE_ID_CHARS = len("sha256:") + 16  # an inferred template id: its content hash, cut short
 _LLM_PREFIXES = (LLM_INPUT_MESSAGES + ".", LLM_OUTPUT_MESSAGES + ".", LLM_PROMPTS, LLM_CHOICES)
 _NOT_ROOT_KINDS = {"RETRIEVER", "RERANKER", "LLM", "EMBEDDING", "PROMPT", "TOOL"}
 _QUESTION_KEYS = ("question", "query", "input", "user_input", "message", "text")
@@ -233,7 +234,7 @@ def llm_call(span: SpanRecord) -> LlmCall:
         conversation = [("user", p) for p in _listed_texts(attrs, LLM_PROMPTS, PROMPT_TEXT)]
     if not conversation:
         conversation = _prompt_from_input(attrs)
-    prompt = "\n\n".join(text for _, text in conversation) if conversation else None
+    prompt = join_texts("\n\n", [text for _, text in conversation]) if conversation else None
     user = [text for role, text in conversation if role in ("user", "human")]
     return LlmCall(
         span=span,
@@ -321,7 +322,8 @@ def _template(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
         return prompt_id, None
     last = with_template[-1].attributes
     template = string(last, PROMPT_TEMPLATE) or ""
-    template_id = prompt_id or "sha256:" + hashlib.sha256(template.encode()).hexdigest()[:16]
+    # the documented content hash, so a template --no-text did not keep has the same id
+    template_id = prompt_id or content_hash(template)[:TEMPLATE_ID_CHARS]
     return template_id, string(last, PROMPT_TEMPLATE_VERSION)
 
 

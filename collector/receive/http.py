@@ -87,7 +87,8 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
         freshness = Freshness()
         writer.on_derived = freshness.derived
         intake = Intake(Appender(IntakeLog(writer.store.conn), writer, freshness,
-                                 max_queue=settings.queue_size).start())
+                                 max_queue=settings.queue_size).start(),
+                        keep_text=settings.keep_text)
     appender = intake.appender
 
     async def traces(request: Request) -> Response:
@@ -210,7 +211,7 @@ def run(settings: CollectorSettings) -> None:
                         max_queue=settings.queue_size).start()
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]
-    intake = Intake(appender, forwarders)
+    intake = Intake(appender, forwarders, keep_text=settings.keep_text)
     try:
         sock = bind(settings.host, settings.http_port)
         app = create_app(writer, settings, intake)

@@ -11,7 +11,7 @@ from typing import Any
 import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
 import pyarrow as pa
 
-from midtrace.schemas.chunk_hash import content_hash
+from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.model import Outcome, RagRequest
 
 REQUESTS = pa.schema([
@@ -58,23 +58,6 @@ SPANS = pa.schema([
 ])
 
 
-class RedactedText(str):
-    """A text that ``--no-text`` kept only as its content hash and length.
-
-    It is a string (so decoders that expect one keep working) saying what it stands for;
-    the rows take ``content_hash`` and ``chars`` from it and never store it as text.
-    """
-
-    content_hash: str
-    chars: int
-
-    def __new__(cls, content_hash: str, chars: int) -> RedactedText:
-        self = super().__new__(cls, f"[redacted: {chars} characters]")
-        self.content_hash = content_hash
-        self.chars = chars
-        return self
-
-
 # Chunk and placement columns filled straight from the model's attribute of the same meaning.
 _CHUNK_ATTRS = (("chunk_id", "id"), ("stage", "stage"), ("drop_reason", "drop_reason"),
                 ("source_id", "source_id"), ("source_position", "source_position"),
@@ -87,6 +70,16 @@ _PLACEMENT_ATTRS = ("chunk_id", "prompt_index", "token_start", "token_end", "cha
 
 def _kept(text: str | None, keep_text: bool) -> str | None:
     return text if keep_text and not isinstance(text, RedactedText) else None
+
+
+def _phrases(values: tuple[str, ...] | None, keep_text: bool) -> list[str] | None:
+    """Short texts compared by equality (constraints, conflicts): as sent, or without text
+    their content hashes, which still compare equal (constraint recall needs nothing more)."""
+    if values is None:
+        return None
+    if keep_text and not any(isinstance(v, RedactedText) for v in values):
+        return list(values)
+    return [content_hash(v) for v in values]
 
 
 def _json_default(value: Any) -> Any:
@@ -126,11 +119,13 @@ class Rows:
             strategy=r.strategy, experiment_id=r.experiment_id, condition=r.condition,
             case_id=r.case_id, question=_kept(r.question, keep_text),
             answer=_kept(r.answer, keep_text), confidence=r.confidence,
-            answer_constraints=_list(r.answer_constraints), cited_ids=_list(r.cited_ids),
-            unresolved_conflicts=_list(r.unresolved_conflicts), prompt_tokens=r.prompt_tokens,
+            answer_constraints=_phrases(r.answer_constraints, keep_text),
+            cited_ids=_list(r.cited_ids),
+            unresolved_conflicts=_phrases(r.unresolved_conflicts, keep_text),
+            prompt_tokens=r.prompt_tokens,
             prompt_chars=r.prompt_chars, evidence_tokens=r.evidence_tokens,
             tokens_estimated=req.tokens_estimated, latency_ms=r.latency_ms, cost_usd=r.cost_usd,
-            verifier_result=r.verifier_result, convention=req.convention,
+            verifier_result=_kept(r.verifier_result, keep_text), convention=req.convention,
             warnings=list(req.warnings) or None,
         )
         _append(self.requests, values)
@@ -167,13 +162,14 @@ class Rows:
                 cols[column].extend([getattr(p, column) for p in placements])
 
     def add_outcome(self, outcome_id: int, trace_id: str, origin: str, o: Outcome,
-                    received_at: datetime) -> None:
+                    received_at: datetime, keep_text: bool = True) -> None:
         _append(self.outcomes, dict(
             outcome_id=outcome_id, trace_id=trace_id, origin=origin, time=o.time,
             received_at=received_at, correct=o.correct, score=o.score,
             decisive_chunk_ids=_list(o.decisive_chunk_ids),
-            required_constraints=_list(o.required_constraints),
-            recalled_constraints=_list(o.recalled_constraints), reviewer=o.reviewer, note=o.note,
+            required_constraints=_phrases(o.required_constraints, keep_text),
+            recalled_constraints=_phrases(o.recalled_constraints, keep_text),
+            reviewer=o.reviewer, note=_kept(o.note, keep_text),
         ))
 
     def tables(self) -> dict[str, pa.Table]:

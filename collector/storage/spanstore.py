@@ -4,15 +4,16 @@ Large string values are not stored inline in a span's attribute JSON: each is re
 reference to the ``texts`` table (keyed by the hex sha256 of the exact UTF-8 text), so a
 chunk retrieved by ten thousand requests is stored once. A long string that contains other
 large strings of the same trace (a prompt holding its retrieved documents) is kept as a
-*skeleton*: literal pieces and references, in order. With ``keep_text=False`` the text
-attributes listed in ``TEXT_KEYS``/``TEXT_KEY_PATTERNS`` are replaced by their content hash
-and length, and nothing of them is stored.
+*skeleton*: literal pieces and references, in order. With ``keep_text=False`` every string
+but the ids and labels ``redact.py`` lists is replaced by its content hash and length, and
+nothing of it is stored.
 
 Stored markers (a JSON object with one of these keys, in place of a string):
 
 - ``{"$ref": "<sha256 hex>"}``: the whole string, from ``texts``;
 - ``{"$skel": [piece, ...]}``: pieces joined in order; a piece is a string or a ``$ref``;
-- ``{"$redacted": {"hash": "sha256:...", "chars": N}}``: a text dropped by ``--no-text``.
+- ``{"$redacted": {"hash": "sha256:...", "chars": N}}``: a text dropped by ``--no-text``
+  (with ``"json"``: what was kept of a JSON text's structure, see redact.py).
 
 Rows written before migration 003 have ``text_refs`` NULL and plain JSON; they are read as
 they are, markers are only resolved in rows that have ``text_refs``.
@@ -22,42 +23,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
-from midtrace.collector.storage.rows import SPANS, RedactedText, dumps
-from midtrace.schemas import conventions as c
-from midtrace.schemas.chunk_hash import content_hash
-from midtrace.collector.intake.otlp import AttrValue, SpanRecord
+from midtrace.collector.intake.otlp import SpanRecord
+from midtrace.collector.storage.redact import REDACTED, scrub
+from midtrace.collector.storage.rows import SPANS, dumps
+from midtrace.schemas.chunk_hash import RedactedText
 
 MIN_REF_CHARS = 256  # shorter strings stay inline: a reference would not be smaller
 MIN_SKELETON_CHARS = 1024  # only strings this long are searched for the trace's other texts
 CACHE_LIMIT = 200_000
 
-REF, SKELETON, REDACTED = "$ref", "$skel", "$redacted"
-
-# Attributes that carry user or document text: never stored with --no-text.
-TEXT_KEYS = frozenset({
-    c.QUESTION, c.ANSWER, c.CHUNK_TEXTS,
-    "input.value", "output.value", "llm.prompts", "llm.prompt_template.variables",
-    "gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
-    "gen_ai.system_instructions",
-})
-TEXT_KEY_PATTERNS = re.compile(
-    r"^(retrieval\.documents|reranker\.(input|output)_documents)\.\d+\.document\.content$"
-    r"|^llm\.(input|output)_messages\.\d+\.message\.(content|contents\.\d+\.message_content\.text)$"
-    r"|^gen_ai\.(prompt|completion)\.\d+\.content$"
-    r"|^embedding\.embeddings\.\d+\.embedding\.text$")
+REF, SKELETON = "$ref", "$skel"
 
 SPAN_COLUMNS = SPANS.append(pa.field("text_refs", pa.list_(pa.string())))
-
-
-def is_text_key(key: str) -> bool:
-    return key in TEXT_KEYS or TEXT_KEY_PATTERNS.match(key) is not None
 
 
 def exact_hash(text: str) -> str:
@@ -115,10 +98,10 @@ class SpanEncoder:
             refs: list[str] = []
             out: dict[str, Any] = {}
             for key, value in s.attributes.items():
+                if not keep:
+                    value = scrub(key, value)
                 kind = type(value)
-                if not keep and is_text_key(key):
-                    out[key] = _redact(value)
-                elif kind is str:
+                if kind is str:
                     if len(value) < MIN_REF_CHARS:
                         out[key] = value
                     elif len(value) >= MIN_SKELETON_CHARS:
@@ -225,16 +208,6 @@ def _skeleton(text: str, candidates: Sequence[str]) -> list[str] | None:
     return pieces
 
 
-def _redact(value: AttrValue) -> Any:
-    if isinstance(value, str):
-        return {REDACTED: {"hash": content_hash(value), "chars": len(value)}}
-    if isinstance(value, list):
-        return [_redact(v) if isinstance(v, str) and v else v for v in value]
-    if isinstance(value, dict):
-        return {k: _redact(v) for k, v in value.items()}
-    return value
-
-
 # --- reading back --------------------------------------------------------------------------
 
 def resolve(value: Any, texts: Mapping[str, str]) -> Any:
@@ -247,7 +220,7 @@ def resolve(value: Any, texts: Mapping[str, str]) -> Any:
                 return "".join(p if isinstance(p, str) else texts[p[REF]] for p in value[SKELETON])
             if REDACTED in value:
                 r = value[REDACTED]
-                return RedactedText(r["hash"], r["chars"])
+                return RedactedText(r["hash"], r["chars"], resolve(r.get("json"), texts))
         return {k: resolve(v, texts) for k, v in value.items()}
     if isinstance(value, list):
         return [resolve(v, texts) for v in value]

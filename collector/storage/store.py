@@ -215,7 +215,8 @@ class Store:
                 self._derive(by_trace, maybe_stored, rows, received_at, stats)
             for o in api_outcomes:
                 assert o.trace_id is not None
-                rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at)
+                rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at,
+                                 keep_text=self.keep_text)
             chunk_texts = self._new_chunk_texts(rows)
             self._append(rows)
             refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
@@ -300,7 +301,8 @@ class Store:
                 # A re-normalized trace keeps its outcome's id and arrival time: rebuilding
                 # twice gives the same rows.
                 oid, at = prior_outcomes.get(trace_id) or (self._take_outcome_id(), received_at)
-                rows.add_outcome(oid, request.trace_id, "span", request.record.outcome, at)
+                rows.add_outcome(oid, request.trace_id, "span", request.record.outcome, at,
+                                 keep_text=self.keep_text)
 
     def _take_outcome_id(self) -> int:
         oid = self._next_outcome_id

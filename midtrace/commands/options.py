@@ -119,8 +119,9 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
                      help="Export batches the writer may hold before answering 503 Retry-After "
                           "(UNAVAILABLE over gRPC)."),
         click.option("--no-text", envvar="MIDTRACE_NO_TEXT", show_envvar=True, is_flag=True,
-                     help="Never store chunk, prompt, question or answer text: hashes, offsets "
-                          "and lengths only."),
+                     help="Store no free text from the traces (questions, answers, prompts, "
+                          "documents, tool calls, notes): ids, labels, numbers, offsets and "
+                          "content hashes only."),
         click.option("--forward", envvar="MIDTRACE_FORWARD", show_envvar=True, multiple=True,
                      callback=lambda ctx, param, value: split_commas(value),
                      help="Also send every accepted batch to this OTLP/HTTP endpoint "

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, fail, open_store, store_option, trace_id_option)
+    EXIT_USAGE, fail, open_store, store_option, trace_id_option)
 
 
 @click.command()

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from midtrace.collector.intake import otlp
-from midtrace.collector.intake.accept import recover
+from midtrace.collector.intake.accept import recover, redacted_export
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
 from midtrace.collector.storage.store import Store
 from tests.e2e.test_collector import rows
@@ -95,3 +95,18 @@ def test_kill_9_between_acknowledgement_and_derivation_loses_nothing(tmp_path: P
     finally:
         proc.stop()
     assert total >= acked
+
+
+def test_under_no_text_the_log_holds_no_text_and_still_derives(tmp_path: Path) -> None:
+    marker = "OKAPI-MARKER-5151"
+    spans = [s for s, _ in otlp.spans_of(otlp.encode_sdk_spans(batch_of_spans(2, marker)))]
+    raw = redacted_export([s for s in spans if s is not None])
+    assert marker.encode() not in raw.body
+    assert marker.encode() in export_body(marker, 2)  # the same spans with text: found
+    store = Store.open(tmp_path / "private.duckdb", keep_text=False)
+    log = IntakeLog(store.conn)
+    log.append([raw])
+    log.close()
+    assert recover(store) == 1
+    assert store.conn.execute("SELECT count(*), count(question) FROM requests").fetchone() == (2, 0)
+    store.close()
