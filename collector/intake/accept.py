@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -29,6 +30,8 @@ from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
 
+ADMISSION_WAIT_SECONDS = 2.0
+ADMISSION_POLL_SECONDS = 0.02
 REDACTED_PROTOBUF = PROTOBUF + "; midtrace-redacted=1"  # an intake log entry --no-text wrote
 
 ATTRIBUTE_LIMIT_ADVICE = (
@@ -48,7 +51,8 @@ class IntakeCounters:
     exports: int = 0
     spans_accepted: int = 0
     spans_refused: int = 0
-    overloaded: int = 0
+    overloaded: int = 0  # exports that found derivation behind and waited for room
+    refused_overloaded: int = 0  # of those, answered 503 / UNAVAILABLE after the wait
     cut_by_service: dict[str, CutSpans] = field(default_factory=dict)
 
 
@@ -71,19 +75,35 @@ class Intake:
         c.exports += 1
         c.spans_refused += len(check.rejected)
         if check.accepted:
-            try:
-                raw = (RawExport(batch.body, batch.content_type, batch.content_encoding)
-                       if self.keep_text else redacted_export(check.accepted))
-                fut = self.appender.submit(raw, check.accepted)
-            except QueueFull:
-                c.overloaded += 1
-                raise
+            raw = (RawExport(batch.body, batch.content_type, batch.content_encoding)
+                   if self.keep_text else redacted_export(check.accepted))
+            fut = await self._admit(raw, check.accepted)
             await asyncio.wrap_future(fut)
             c.spans_accepted += len(check.accepted)
             self._count_cut(check.accepted)
             for f in self.forwarders:
                 f.offer(batch)
         return check
+
+    async def _admit(self, raw: RawExport, spans: Sequence[SpanRecord]) -> Future[int]:
+        """Hand the export to the appender; when derivation is behind, wait up to
+        ADMISSION_WAIT_SECONDS for room before answering QueueFull. A stock exporter retries
+        a 503 only a few times (about 5 s at Retry-After: 1): waiting here first lets a burst
+        of exporters through in turn instead of letting the unlucky one give up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ADMISSION_WAIT_SECONDS
+        waited = False
+        while True:
+            try:
+                return self.appender.submit(raw, spans)
+            except QueueFull:
+                if not waited:
+                    waited = True
+                    self.counters.overloaded += 1
+                if loop.time() >= deadline:
+                    self.counters.refused_overloaded += 1
+                    raise
+            await asyncio.sleep(ADMISSION_POLL_SECONDS)
 
     def _count_cut(self, spans: Sequence[SpanRecord]) -> None:
         for s in spans:
@@ -97,6 +117,7 @@ class Intake:
         out: dict[str, object] = {
             "exports": c.exports, "spans_accepted": c.spans_accepted,
             "spans_refused": c.spans_refused, "overloaded": c.overloaded,
+            "refused_overloaded": c.refused_overloaded,
             "forward": [f.state.as_json() for f in self.forwarders],
         }
         if c.cut_by_service:

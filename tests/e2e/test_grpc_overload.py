@@ -149,3 +149,34 @@ def test_callers_whose_deadline_passes_never_hurt_the_writer(tmp_path: Path) -> 
         assert proc.stop(timeout=30) == 0, proc.log()
     assert "Traceback" not in proc.log()
     assert rows(db, "SELECT count(*) FROM requests WHERE question LIKE 'after-%'") == [(3,)]
+
+
+def test_a_burst_of_eight_stock_http_exporters_at_queue_size_two_loses_nothing(tmp_path: Path) -> None:
+    """The stock OTLP/HTTP exporter gives up after a few retries (about 5 s at Retry-After: 1):
+    the retry delay the collector asks for has to let every batch land within that."""
+    db = tmp_path / "burst8.duckdb"
+    proc = start_collector(db, tmp_path / "log", "--queue-size", "2")
+    exporters, batches, traces = 8, 30, 10
+    work = [[batch_of_spans(traces, f"x{t}b{b}") for b in range(batches)] for t in range(exporters)]
+    results: list[SpanExportResult] = []
+    barrier = threading.Barrier(exporters)
+
+    def send(mine: list[list[Any]]) -> None:
+        exporter = HttpExporter(endpoint=proc.url + "/v1/traces", timeout=10)
+        barrier.wait()
+        for spans in mine:
+            results.append(exporter.export(spans))
+        exporter.shutdown()
+
+    try:
+        threads = [threading.Thread(target=send, args=(w,)) for w in work]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        health = httpx.get(proc.url + "/healthz").json()
+    finally:
+        proc.stop()
+    assert results.count(SpanExportResult.SUCCESS) == exporters * batches
+    assert health["overloaded"] > 0, "the burst never filled the queue: the test proves nothing"
+    assert rows(db, "SELECT count(*) FROM requests") == [(exporters * batches * traces,)]
