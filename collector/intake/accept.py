@@ -163,12 +163,10 @@ def recover(store: Store, progress: Callable[[int, int], None] | None = None) ->
         try:
             spans = spans_of_raw(entry.export)
         except Exception as e:  # BadInput, or a redacted entry that cannot be read back
-            log.error("intake log entry %d cannot be read again: %s", entry.export_id,
+            log.error("intake log entry %d cannot be read again, dropped: %s", entry.export_id,
                       e.message if isinstance(e, BadInput) else e)
-            continue
+            spans = []  # the empty job only takes the entry out of the log
         store.write([WriteJob(spans=spans, export_id=entry.export_id)])
         if progress is not None:
             progress(done, len(pending))
-    if pending:
-        store.write([WriteJob(export_id=pending[-1].export_id)])  # drops unreadable entries too
     return len(pending)

@@ -79,8 +79,10 @@ class NotFresh(Exception):
     """``fresh=1`` and derivation did not catch up in time."""
 
 
-def query_routes(conn: duckdb.DuckDBPyConnection, freshness: Freshness | None = None) -> list[Route]:
-    """The /api/v1 routes, reading through cursors of ``conn``. With ``fresh=1`` a call first
+def query_routes(connection: Callable[[], duckdb.DuckDBPyConnection],
+                 freshness: Freshness | None = None) -> list[Route]:
+    """The /api/v1 routes, reading through cursors of ``connection()`` (the store's current
+    connection: it changes when the store is reopened). With ``fresh=1`` a call first
     waits (up to FRESH_WAIT_SECONDS) until every export acknowledged before it is derived."""
 
     async def wait_fresh(request: Request) -> None:
@@ -93,7 +95,7 @@ def query_routes(conn: duckdb.DuckDBPyConnection, freshness: Freshness | None = 
 
     async def read(fn: Callable[[Any], Any]) -> Any:
         def run() -> Any:
-            cur = reads.read_cursor(conn)
+            cur = reads.read_cursor(connection())
             try:
                 return fn(cur)
             finally:

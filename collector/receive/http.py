@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import duckdb
 from google.protobuf import json_format
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -38,7 +39,7 @@ from midtrace.collector.receive.bodies import (
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.appender import Appender, Freshness
 from midtrace.collector.storage.intake_log import IntakeLog
-from midtrace.collector.storage.store import Store, WriteJob, forbid_external_access
+from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import QueueFull, Writer
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,9 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
                 await asyncio.wrap_future(fut)
             except Exception as e:
                 log.error("outcomes not stored: %s", e)
+                if isinstance(e, duckdb.Error):  # the store cannot write now: worth a retry
+                    return JSONResponse({"error": f"outcomes not stored, retry: {e}"},
+                                        status_code=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
                 return JSONResponse({"error": f"outcomes not stored: {e}"}, status_code=500)
         status = 400 if check.errors and not check.accepted else 200
         return JSONResponse({"accepted": len(check.accepted), "rejected": len(check.errors),
@@ -145,8 +149,9 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
 
     async def healthz(request: Request) -> Response:
         c = writer.counters
-        ready = writer.alive and appender.alive
+        ready = writer.alive and appender.alive and not appender.unwritable
         reason = (c.last_error or "the writer is not running" if not writer.alive else
+                  appender.unwritable if appender.unwritable else
                   appender.last_error or "the appender is not running")
         return JSONResponse({
             "status": "ready" if ready else "not ready",
@@ -164,7 +169,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
         Route("/v1/traces", traces, methods=["POST"]),
         Route("/v1/outcomes", outcomes, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
-        *query_routes(writer.store.conn, appender.freshness),
+        *query_routes(lambda: writer.store.conn, appender.freshness),
     ]
     middleware = [Middleware(BearerToken, token=settings.token)] if settings.token else []
     app = Starlette(routes=routes, middleware=middleware,
@@ -204,11 +209,12 @@ def run(settings: CollectorSettings) -> None:
               file=sys.stderr, flush=True)
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
-    forbid_external_access(store.conn)
+    store.forbid_external_access()
     freshness = Freshness()
     writer = Writer(store, max_queue=settings.queue_size, on_derived=freshness.derived).start()
-    appender = Appender(IntakeLog(store.conn), writer, freshness,
-                        max_queue=settings.queue_size).start()
+    appender = Appender(IntakeLog(store.conn), writer, freshness, max_queue=settings.queue_size,
+                        on_reopen=lambda: recover(store)).start()
+    writer.on_fatal = appender.mark_broken
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]
     intake = Intake(appender, forwarders, keep_text=settings.keep_text)

@@ -9,6 +9,11 @@ API's ``fresh=1`` waits on it and ``/healthz`` reports its lag.
 Backpressure: ``submit`` raises QueueFull (503 / UNAVAILABLE) when the appender's queue is
 full or the writer already holds ``capacity`` exports waiting to be derived, so memory and
 lag stay bounded and nothing that was acknowledged is dropped.
+
+A store that cannot write (a full disk) is answered the same way, StoreUnavailable, and
+reported by ``unwritable`` until an append succeeds again. When DuckDB has invalidated the
+database (a checkpoint failed), the appender reopens the store (at most once a second) and
+calls ``on_reopen`` (the collector derives what the log still holds).
 """
 
 from __future__ import annotations
@@ -18,16 +23,23 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
-from midtrace.collector.storage.store import WriteJob
+from midtrace.collector.storage.store import WriteJob, is_fatal
 from midtrace.collector.storage.writer import QueueFull, Writer
 from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
+
+
+class StoreUnavailable(QueueFull):
+    """The store cannot write now (e.g. the disk is full): retry later."""
+
+
+REOPEN_INTERVAL_SECONDS = 1.0
 
 
 class Freshness:
@@ -80,8 +92,13 @@ _STOP = object()
 
 class Appender:
     def __init__(self, intake_log: IntakeLog, writer: Writer, freshness: Freshness,
-                 max_queue: int = 64, max_group: int = 16) -> None:
+                 max_queue: int = 64, max_group: int = 16,
+                 on_reopen: Callable[[], object] | None = None) -> None:
         self.log = intake_log
+        self.on_reopen = on_reopen
+        self.unwritable: str | None = None
+        self._broken = False  # DuckDB invalidated the database: reopen before the next append
+        self._last_attempt = 0.0
         self.writer = writer
         self.freshness = freshness
         self.max_group = max_group
@@ -104,6 +121,8 @@ class Appender:
         """Queue one export; its Future gives the export id once the append is committed."""
         if self._closed:
             raise RuntimeError("appender is closed")
+        if self.unwritable and time.monotonic() - self._last_attempt < REOPEN_INTERVAL_SECONDS:
+            raise StoreUnavailable(f"{self.unwritable}; retry shortly")
         if self.writer.depth >= self.writer.capacity:
             raise QueueFull(f"derivation is behind by {self.writer.depth} exports; retry shortly")
         fut: Future[int] = Future()
@@ -131,7 +150,11 @@ class Appender:
     def _run(self) -> None:
         try:
             while True:
-                item = self._queue.get()
+                try:  # while the store is broken, try to reopen it even if nothing arrives
+                    item = self._queue.get(timeout=REOPEN_INTERVAL_SECONDS if self._broken else None)
+                except queue.Empty:
+                    self._try_reopen()
+                    continue
                 if item is _STOP:
                     return
                 group = [item]
@@ -152,15 +175,53 @@ class Appender:
             self.last_error = f"appender stopped: {e!r}"
             log.exception("the appender thread stopped")
 
-    def _append(self, group: list[_Item]) -> None:
+    def mark_broken(self, error: BaseException) -> None:
+        """The writer found the database invalidated: reopen it before the next append."""
+        self.unwritable = f"the store cannot write: {str(error).splitlines()[0][:300]}"
+        self._broken = True
+
+    def _try_reopen(self) -> None:
+        self._last_attempt = time.monotonic()
         try:
+            self._reopen()
+        except Exception as e:
+            log.warning("the store cannot be reopened yet: %s", e)
+            return
+        self.unwritable = None
+        log.warning("the store writes again")
+
+    def _reopen(self) -> None:
+        """Reopen the store, point the log at the new connection, derive what it holds."""
+        store = self.writer.store
+        log.warning("reopening %s after DuckDB invalidated it", store.path)
+        try:
+            self.log.close()
+        except Exception:  # the old connection is dead; closing it may say so
+            pass
+        store.reopen()
+        self.log = IntakeLog(store.conn)
+        self._broken = False
+        if self.on_reopen is not None:
+            self.on_reopen()
+
+    def _append(self, group: list[_Item]) -> None:
+        self._last_attempt = time.monotonic()
+        try:
+            if self._broken:
+                self._reopen()
             ids = self.log.append([item.export for item in group])
         except Exception as e:
             self.last_error = str(e)
+            self.unwritable = f"the store cannot write: {str(e).splitlines()[0][:300]}"
+            self._broken = self._broken or is_fatal(e)
             log.error("intake log append of %d exports failed: %s", len(group), e)
+            error = StoreUnavailable(f"{self.unwritable}; nothing of this export was kept, retry")
             for item in group:
-                _settle(item.future, error=e)
+                _settle(item.future, error=error)
             return
+        if self.unwritable:
+            log.warning("the store writes again")
+        self.unwritable = None
         self.appended += len(group)
         self.commits += 1
         self.freshness.acked(ids)

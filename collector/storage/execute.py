@@ -18,7 +18,10 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConn
         yield conn
         conn.commit()
     except BaseException:
-        conn.rollback()
+        try:
+            conn.rollback()
+        except duckdb.Error:
+            pass  # a COMMIT that failed (a full disk) has ended the transaction already
         raise
 
 

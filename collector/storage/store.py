@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +41,20 @@ class StoreError(Exception):
 
 class DatabaseBusy(StoreError):
     """Another process (a running collector) holds the database file."""
+
+
+def is_fatal(error: BaseException) -> bool:
+    """Whether DuckDB invalidated the database (e.g. a checkpoint failed on a full disk):
+    nothing works on it again until it is reopened."""
+    return isinstance(error, duckdb.FatalException) or "invalidated" in str(error)
+
+
+def is_storage_error(error: BaseException) -> bool:
+    """Whether a write failed for want of storage (a full disk, an invalidated database),
+    not for what it was writing: the same write may succeed later."""
+    text = str(error)
+    return (is_fatal(error) or isinstance(error, duckdb.IOException)
+            or "No space left" in text or "Could not write file" in text)
 
 
 @dataclass
@@ -163,9 +178,18 @@ def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) 
 class Store:
     """The one writer of a midtrace database."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, keep_text: bool = True) -> None:
-        self.conn = conn
+    def __init__(self, conn: duckdb.DuckDBPyConnection, keep_text: bool = True,
+                 path: str | Path | None = None) -> None:
+        self.path = path
         self.keep_text = keep_text
+        # Held by every write, and by ``reopen`` while it swaps the connection.
+        self.lock = threading.RLock()
+        self._external_access = True
+        self._setup(conn)
+
+    def _setup(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.conn = conn
+        keep_text = self.keep_text
         migrate(conn)
         max_ids = conn.execute(sqlfiles.query("max_ids")).fetchone()
         assert max_ids is not None
@@ -178,14 +202,35 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path, keep_text: bool = True) -> Store:
-        return cls(connect(path), keep_text=keep_text)
+        return cls(connect(path), keep_text=keep_text, path=path)
+
+    def forbid_external_access(self) -> None:
+        forbid_external_access(self.conn)
+        self._external_access = False
+
+    def reopen(self) -> None:
+        """Open the file again: DuckDB invalidates a database whose checkpoint failed (a full
+        disk), and only a new instance can use it. Raises StoreError while it cannot."""
+        if self.path is None:
+            raise StoreError("this store was not opened from a file and cannot be reopened")
+        with self.lock:
+            try:
+                self.conn.close()
+            except duckdb.Error:
+                pass
+            self._setup(connect(self.path))
+            if not self._external_access:
+                forbid_external_access(self.conn)
 
     def close(self) -> None:
         self.conn.close()
 
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
         """Store the jobs in one transaction (all or nothing)."""
-        jobs = list(jobs)
+        with self.lock:
+            return self._write(list(jobs))
+
+    def _write(self, jobs: list[WriteJob]) -> WriteStats:
         received_at = datetime.now(UTC)
         new_spans: dict[tuple[str, str], SpanRecord] = {}
         api_outcomes: list[Outcome] = []
@@ -223,7 +268,7 @@ class Store:
                                                     if o.trace_id is not None})
             export_ids = [job.export_id for job in jobs if job.export_id is not None]
             if export_ids:
-                conn.execute(sqlfiles.query("delete_intake_log"), {"through": max(export_ids)})
+                conn.execute(sqlfiles.query("delete_intake_log"), {"export_ids": export_ids})
         self.known.add(trace_ids)
         self.encoder.committed(texts)
         self._chunk_texts_stored.update(chunk_texts)
@@ -246,7 +291,7 @@ class Store:
         """Normalize the given stored traces again and replace their derived rows."""
         stats = WriteStats()
         trace_ids = list(trace_ids)
-        with transaction(self.conn):
+        with self.lock, transaction(self.conn):
             by_trace = self.spans_of_traces(trace_ids)
             stats.traces = len(by_trace)
             rows = Rows(hash_cache=self._hash_cache)

@@ -23,7 +23,8 @@ from concurrent.futures import Future, InvalidStateError
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from midtrace.collector.storage.store import Store, WriteJob, WriteStats
+from midtrace.collector.storage.store import (
+    Store, WriteJob, WriteStats, is_fatal, is_storage_error)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class WriterCounters:
 
 
 _STOP = object()
+STORAGE_RETRY_SECONDS = 0.5
 
 
 def _settle(fut: Future[WriteStats], stats: WriteStats | None = None,
@@ -60,9 +62,11 @@ def _settle(fut: Future[WriteStats], stats: WriteStats | None = None,
 
 class Writer:
     def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000,
-                 on_derived: Callable[[int], None] | None = None) -> None:
+                 on_derived: Callable[[int], None] | None = None,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
         self.store = store
         self.on_derived = on_derived
+        self.on_fatal = on_fatal  # DuckDB invalidated the database: someone must reopen it
         self.max_batch_spans = max_batch_spans
         self.counters = WriterCounters()
         self._queue: queue.Queue[tuple[WriteJob, Future[WriteStats]] | object] = queue.Queue(max_queue)
@@ -168,17 +172,32 @@ class Writer:
                   (time.perf_counter() - started) * 1000)
 
     def _commit_one(self, job: WriteJob, fut: Future[WriteStats]) -> None:
-        try:
-            stats = self.store.write([job])
-        except Exception as e:
-            self.counters.failed_jobs += 1
-            self.counters.last_error = str(e)
-            trace_ids = sorted({s.trace_id for s in job.spans})[:5]
-            log.error("write failed for traces %s: %s", ", ".join(trace_ids) or "-", e)
-            _settle(fut, error=e)
-            return
+        while True:
+            try:
+                stats = self.store.write([job])
+                break
+            except Exception as e:
+                if is_fatal(e) and self.on_fatal is not None:
+                    self.on_fatal(e)
+                if job.export_id is not None and is_storage_error(e) and not self._closed:
+                    # Acknowledged already: wait for the store to write again (a full disk,
+                    # a reopen under way) rather than leave the export underived.
+                    self.counters.last_error = str(e)
+                    log.warning("derive waits for the store to write again: %s",
+                                str(e).splitlines()[0])
+                    time.sleep(STORAGE_RETRY_SECONDS)
+                    continue
+                self._fail(job, fut, e)
+                return
         self._count(stats, 1)
         _settle(fut, stats)
+
+    def _fail(self, job: WriteJob, fut: Future[WriteStats], e: Exception) -> None:
+        self.counters.failed_jobs += 1
+        self.counters.last_error = str(e)
+        trace_ids = sorted({s.trace_id for s in job.spans})[:5]
+        log.error("write failed for traces %s: %s", ", ".join(trace_ids) or "-", e)
+        _settle(fut, error=e)
 
     def _count(self, stats: WriteStats, jobs: int) -> None:
         c = self.counters
