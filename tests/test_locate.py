@@ -16,7 +16,11 @@ from midtrace.collector.normalize.locate import (
     MIN_PREFIX_CHARS,
     Found,
     InvalidCitationPattern,
+    _candidates,
     _fold,
+    _Grams,
+    _Scan,
+    _search,
     citation_keys,
     citation_pattern,
     compile_citation_pattern,
@@ -167,6 +171,45 @@ def test_compatibility_forms_are_not_equated() -> None:
 def test_a_json_escaped_document_is_not_found() -> None:
     doc = 'She said "refunds take\n5 days".'
     assert locate(json.dumps({"prompt": f"Context: {doc}"}), [doc]) == []
+
+
+def many_documents(n: int) -> tuple[str, list[str], list[tuple[int, int, int, bool]]]:
+    """``n`` documents sharing a long opening, in a prompt that places them in several ways;
+    returns the prompt, the documents and where each must be found."""
+    header = ("Employee handbook, chapter 7 (benefits), as revised in March; applies to all "
+              "regions unless a local annex says otherwise.\n")
+    docs = [header + f"Rule {i}: " + " ".join(f"term{i}x{j}" for j in range(40)) for i in range(n)]
+    docs.append(docs[3].split("\n")[1][:30])   # a substring of a placed document, not alone
+    prompt, expected = "Answer from these documents.\n", []
+    for i, doc in enumerate(docs[:n]):
+        shown = doc
+        if i % 7 == 1:
+            continue  # dropped
+        if i % 7 == 2:
+            shown = doc[:len(header) + 40].rstrip()
+        elif i % 7 == 3:
+            shown = "\n   ".join(doc.split(" "))
+        elif i % 7 == 4:
+            shown = doc.replace(" ", "\u00a0")
+        prompt += f"\n<doc id={i}>\n"
+        expected.append((i, len(prompt), len(prompt) + len(shown), shown != doc and i % 7 == 2))
+        prompt += shown + "\u2026\n</doc>"
+        if i % 7 == 5:
+            prompt += "\n<doc>\n"
+            expected.append((i, len(prompt), len(prompt) + len(doc), False))
+            prompt += doc + "\n</doc>"
+    return prompt, docs, expected
+
+
+@pytest.mark.parametrize("n", [12, 150])
+def test_many_documents_sharing_an_opening_are_told_apart(n: int) -> None:
+    prompt, docs, expected = many_documents(n)
+    folded = _fold(prompt).text
+    needles = [fold_text(d) for d in docs]
+    # 12 documents are searched for one by one, 150 through the index.
+    assert isinstance(_search(folded, needles, MIN_PREFIX_CHARS), _Grams) == (n > 100)
+    found = locate(prompt, docs)
+    assert [(f.doc, f.start, f.end, f.truncated) for f in found] == expected
 
 
 # --- citations -------------------------------------------------------------------------------
@@ -338,3 +381,22 @@ def test_folding_maps_every_character_back_to_the_original(text: str) -> None:
             assert folded.original_start(i) == where[i]
             assert folded.original_end(i + 1) == where[i] + 1
     assert fold_text(text) == expected.strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(opening=st.text(alphabet="ab ", max_size=12), data=st.data(),
+       bodies=st.lists(st.text(alphabet="abc ", max_size=30), min_size=1, max_size=10),
+       k=st.integers(1, 4), min_prefix=st.integers(1, 12))
+def test_the_index_finds_what_one_search_per_document_finds(
+        opening: str, bodies: list[str], data: st.DataObject, k: int, min_prefix: int) -> None:
+    # A small alphabet, a shared opening and short pieces: many candidate places, repeats,
+    # documents inside documents and truncated copies.
+    needles = [n for n in dict.fromkeys(fold_text(opening + b) for b in bodies) if n]
+    assume(needles)
+    pieces = data.draw(st.lists(st.sampled_from(needles).flatmap(
+        lambda n: st.integers(0, len(n)).map(lambda cut: n[:cut])), max_size=12))
+    prompt = fold_text(" ab ".join(pieces))
+    k = min(k, (min_prefix + 1) // 2)
+    assume(k >= 1)
+    assert sorted(_candidates(_Grams(prompt, k), needles, min_prefix)) == sorted(
+        _candidates(_Scan(prompt), needles, min_prefix))

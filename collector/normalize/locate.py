@@ -17,8 +17,10 @@ by searching for its text in the prompt:
 - when a document is not found and either text is not in Unicode NFC form, both are
   compared NFC-normalised.
 
-The prompt is folded once per call, and each document searched for in it with
-``str.find``.
+The prompt is folded once per call. With few documents each is then searched for with
+``str.find``; with many, the folded prompt is cut into pieces of 32 characters once and each
+document looked up by pieces of its own text, so the work grows with the lengths of the
+prompt and the documents, not with their product (bench/locate.py measures both).
 
 Citations: ``MIDTRACE_CITATION_PATTERN`` (default ``DEFAULT_CITATION_PATTERN``) finds
 citation markers in the answer (``[3]``, ``[doc-3]``, ``[source: id]``, ``Document 3``,
@@ -55,6 +57,17 @@ _CHANGED_WHITESPACE = re.compile(r"\s{2,}|[^\S ]")
 _OTHER_WHITESPACE = re.compile(r"[^\S ]")
 _ASCII_OTHER_WHITESPACE = "\v\f\x1c\x1d\x1e\x1f"
 _SPACES = re.compile(" +")
+# _Grams cuts the prompt into pieces of this many characters (fewer when min_prefix is
+# below 2 * _GRAM_CHARS - 1).
+_GRAM_CHARS = 32
+# A document with more candidate places than this is looked up again by later pieces of
+# its text, at most _LATER_LOOKUPS times.
+_FEW_STARTS = 16
+_LATER_LOOKUPS = 8
+# What a _Grams index costs, in characters str.find scans in the same time: per character
+# of the prompt to build it, and per document to look one up (bench/locate.py).
+_GRAM_INDEX_COST = 25
+_GRAM_LOOKUP_COST = 25_000
 _KEY_PREFIX = re.compile(
     r"^(?:doc(?:ument)?|source|src|ref|reference|chunk|passage|context|id)\b\s*[-_:#=]?\s*"
     r"|^(?:doc|src|ref|chunk)(?=\d)")
@@ -215,7 +228,8 @@ class Found:
 
 
 class _Scan:
-    """Search the folded prompt for each text in turn."""
+    """Search the folded prompt for each text in turn: for a few documents, a handful of
+    ``str.find`` calls over the prompt cost less than building a ``_Grams`` index."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -242,6 +256,89 @@ class _Scan:
             else:
                 hi = mid - 1
         return lo
+
+
+class _Grams(_Scan):
+    """The folded prompt indexed by consecutive pieces of ``k`` characters, for many
+    documents: one pass over the prompt instead of one per document.
+
+    Any occurrence of a text of at least ``2k - 1`` characters covers one of the pieces
+    whole, starting less than ``k`` characters into the text; so looking up the text's ``k``
+    pieces that start there gives every place it can start. Shorter texts are searched for
+    with ``str.find``; prefixes are looked for only when at least ``2k - 1`` characters long.
+    """
+
+    def __init__(self, text: str, k: int) -> None:
+        super().__init__(text)
+        self.k = k
+        places = range(0, len(text) - k + 1, k)
+        pieces = [text[p:p + k] for p in places]
+        index: Mapping[str, Sequence[int]] = dict(zip(pieces, zip(places)))
+        if len(index) < len(pieces):  # a piece seen twice: keep every place
+            lists: dict[str, list[int]] = {}
+            for piece, p in zip(pieces, places):
+                lists.setdefault(piece, []).append(p)
+            index = lists
+        self.index = index
+
+    def starts(self, needle: str, offset: int = 0) -> list[int]:
+        """Sorted places where ``needle`` may start, judged by its ``k`` pieces from
+        ``offset`` (which needs ``offset + 2k - 1 <= len(needle)``)."""
+        found = map(self.index.get, map(needle.__getitem__, _slices(offset, self.k)))
+        return sorted({p - o for o, places in enumerate(found, offset) if places
+                       for p in places if p >= o})
+
+    def occurrences(self, needle: str) -> list[int]:
+        k = self.k
+        if len(needle) < 2 * k - 1:
+            return super().occurrences(needle)
+        starts = self.starts(needle)
+        # An opening many documents share (a repeated header) gives many candidates; the
+        # text's later pieces tell them apart.
+        for offset in range(k, min(len(needle) - 2 * k + 2, _LATER_LOOKUPS * k + 1), k):
+            if len(starts) <= _FEW_STARTS:
+                break
+            later = self.starts(needle, offset)
+            if len(later) < len(starts):
+                starts = later
+        out: list[int] = []
+        end = 0
+        for i in starts:
+            if i >= end and self.text.startswith(needle, i):
+                out.append(i)
+                end = i + len(needle)
+        return out
+
+    def longest_prefix(self, needle: str, min_len: int) -> int:
+        if min_len < 2 * self.k - 1:
+            return super().longest_prefix(needle, min_len)
+        text = self.text
+        best = min_len - 1
+        for i in self.starts(needle) if len(needle) >= min_len else ():
+            if not text.startswith(needle[:best + 1], i):
+                continue
+            lo, hi = best + 1, min(len(needle), len(text) - i)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if text.startswith(needle[:mid], i):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            best = lo
+        return best if best >= min_len else 0
+
+
+@lru_cache(maxsize=64)
+def _slices(offset: int, k: int) -> tuple[slice, ...]:
+    return tuple(slice(o, o + k) for o in range(offset, offset + k))
+
+
+def _search(prompt: str, needles: Sequence[str], min_prefix: int) -> _Scan:
+    """The cheaper search for this many documents in a prompt this long."""
+    scanned = len(needles) * len(prompt)
+    if scanned <= _GRAM_INDEX_COST * len(prompt) + _GRAM_LOOKUP_COST * len(needles):
+        return _Scan(prompt)
+    return _Grams(prompt, max(1, min(_GRAM_CHARS, (min_prefix + 1) // 2)))
 
 
 # Candidates are (truncated, -length, group, start), so that sorting them gives the order in
@@ -297,7 +394,8 @@ def locate(prompt: str, texts: Sequence[str | None],
     needles = list(groups)
     members = list(groups.values())
     folded: _Collapsed | _Folded = _fold(prompt)
-    accepted = _accept(_candidates(_Scan(folded.text), needles, min_prefix))
+    accepted = _accept(_candidates(_search(folded.text, needles, min_prefix), needles,
+                                   min_prefix))
 
     missing = set(range(len(needles))) - {g for g, _, _, _ in accepted}
     nfc_needed = missing and (not unicodedata.is_normalized("NFC", prompt) or any(
@@ -305,7 +403,8 @@ def locate(prompt: str, texts: Sequence[str | None],
     if nfc_needed:
         folded = _fold_nfc(prompt)
         nfc_needles = [fold_text(unicodedata.normalize("NFC", n)) for n in needles]
-        accepted = _accept(_candidates(_Scan(folded.text), nfc_needles, min_prefix))
+        accepted = _accept(_candidates(_search(folded.text, nfc_needles, min_prefix),
+                                       nfc_needles, min_prefix))
 
     found: list[Found] = []
     by_group: dict[int, list[tuple[int, int, int, bool]]] = {}
