@@ -60,8 +60,8 @@ _SPACES = re.compile(" +")
 # _Grams cuts the prompt into pieces of this many characters (fewer when min_prefix is
 # below 2 * _GRAM_CHARS - 1).
 _GRAM_CHARS = 32
-# A document with more candidate places than this is looked up again by later pieces of
-# its text, at most _LATER_LOOKUPS times.
+# A document with more candidate places than this is looked up again by pieces further
+# into its text, at most _LATER_LOOKUPS times.
 _FEW_STARTS = 16
 _LATER_LOOKUPS = 8
 # What a _Grams index costs, in characters str.find scans in the same time: per character
@@ -281,29 +281,41 @@ class _Grams(_Scan):
             index = lists
         self.index = index
 
-    def starts(self, needle: str, offset: int = 0) -> list[int]:
-        """Sorted places where ``needle`` may start, judged by its ``k`` pieces from
-        ``offset`` (which needs ``offset + 2k - 1 <= len(needle)``)."""
+    def _hits(self, needle: str, offset: int) -> tuple[int, list[tuple[int, Sequence[int]]]]:
+        """The ``k`` pieces of ``needle`` from ``offset`` found in the index, as (where the
+        piece starts in ``needle``, where it is in the prompt), and how many places in all.
+        Needs ``offset + 2k - 1 <= len(needle)``."""
         found = map(self.index.get, map(needle.__getitem__, _slices(offset, self.k)))
-        return sorted({p - o for o, places in enumerate(found, offset) if places
-                       for p in places if p >= o})
+        hits = [(o, places) for o, places in enumerate(found, offset) if places]
+        return sum(len(places) for _, places in hits), hits
+
+    @staticmethod
+    def _starts(hits: list[tuple[int, Sequence[int]]]) -> list[int]:
+        return sorted({p - o for o, places in hits for p in places if p >= o})
+
+    def starts(self, needle: str) -> list[int]:
+        """Sorted places where ``needle`` (at least ``2k - 1`` characters) may start: a
+        superset of its occurrences, and of those of its prefixes that long."""
+        return self._starts(self._hits(needle, 0)[1])
 
     def occurrences(self, needle: str) -> list[int]:
         k = self.k
         if len(needle) < 2 * k - 1:
             return super().occurrences(needle)
-        starts = self.starts(needle)
-        # An opening many documents share (a repeated header) gives many candidates; the
-        # text's later pieces tell them apart.
-        for offset in range(k, min(len(needle) - 2 * k + 2, _LATER_LOOKUPS * k + 1), k):
-            if len(starts) <= _FEW_STARTS:
+        count, hits = self._hits(needle, 0)
+        # An opening many documents share (a repeated header) gives many places; pieces
+        # further into the text, its last ones first, tell them apart.
+        last = len(needle) - 2 * k + 1
+        later = [last] + [k << i for i in range(_LATER_LOOKUPS - 1) if k << i < last]
+        for offset in later if last > 0 else ():
+            if count <= _FEW_STARTS:
                 break
-            later = self.starts(needle, offset)
-            if len(later) < len(starts):
-                starts = later
+            fewer, other = self._hits(needle, offset)
+            if fewer < count:
+                count, hits = fewer, other
         out: list[int] = []
         end = 0
-        for i in starts:
+        for i in self._starts(hits):
             if i >= end and self.text.startswith(needle, i):
                 out.append(i)
                 end = i + len(needle)
