@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 
 import pytest
 from hypothesis import assume, given, settings
@@ -14,6 +16,11 @@ from midtrace.collector.normalize.locate import (
     MIN_PREFIX_CHARS,
     Found,
     InvalidCitationPattern,
+    _candidates,
+    _fold,
+    _Grams,
+    _Scan,
+    _search,
     citation_keys,
     citation_pattern,
     compile_citation_pattern,
@@ -86,6 +93,123 @@ def test_nfc_and_nfd_forms_of_the_same_text_match() -> None:
 def test_empty_and_missing_documents_are_never_found() -> None:
     assert locate("some prompt", ["", "   ", None, "absent"]) == []
     assert locate("", ["x"]) == []
+
+
+# Every character str.isspace() accepts, which is what folding collapses.
+WHITESPACE_KINDS = [" ", "\n", "\r\n", "\t", "\v", "\f", "\x1c", "\x1f", "\x85", "\u00a0",
+                    "\u2003", "\u2028", "\u3000", " \n\t "]
+
+
+@pytest.mark.parametrize("ws", WHITESPACE_KINDS)
+def test_every_kind_of_whitespace_folds_either_way(ws: str) -> None:
+    doc = f"Returns{ws}within 30 days{ws}of delivery."
+    plain = "Returns within 30 days of delivery."
+    prompt = f"[1]{ws}{plain}{ws}[2] {doc}\n"
+    found = locate(prompt, [doc])
+    assert [(f.start, f.end) for f in found] == [
+        (prompt.index(plain), prompt.index(plain) + len(plain)),
+        (prompt.rindex(doc), prompt.rindex(doc) + len(doc))]
+
+
+def test_a_document_is_placed_once_per_copy_whatever_its_whitespace() -> None:
+    a, b = "alpha beta gamma", "alpha\n\nbeta\tgamma"
+    prompt = f"{b} | {a} | {a.replace(' ', '   ')}"
+    # Both fold to one text: they share its three copies in turn.
+    assert [(f.doc, prompt[f.start:f.end]) for f in locate(prompt, [a, b])] == [
+        (0, b), (1, a), (0, a.replace(" ", "   "))]
+
+
+def test_copies_of_a_document_never_overlap_each_other() -> None:
+    assert [(f.start, f.end) for f in locate("aaaaa", ["aa"])] == [(0, 2), (2, 4)]
+
+
+def test_a_document_inside_a_longer_one_is_placed_only_where_it_stands_alone() -> None:
+    long = "The warranty covers manufacturing defects for two years."
+    short = "manufacturing defects"
+    prompt = f"[1] {long}\n[2] {short}"
+    assert spans(locate(prompt, [short, long])) == [
+        (1, 4, 4 + len(long)), (0, prompt.rindex(short), len(prompt))]
+
+
+def test_documents_not_in_the_prompt_are_left_out() -> None:
+    docs = ["present text here", "absent text", "also absent"]
+    assert spans(locate("x present text here y", docs)) == [(0, 2, 19)]
+
+
+def test_a_truncated_document_placed_twice_is_found_twice_and_trailing_space_is_dropped() -> None:
+    doc = " ".join(f"word{i}" for i in range(40))
+    cut = doc[:doc.index(" ", MIN_PREFIX_CHARS) + 1]
+    prompt = f"A: {cut}\u2026\nB: {cut}\u2026\n"
+    found = locate(prompt, [doc])
+    assert [(f.start, f.end, f.truncated) for f in found] == [
+        (3, 3 + len(cut) - 1, True), (prompt.rindex(cut), prompt.rindex(cut) + len(cut) - 1, True)]
+
+
+def test_a_prefix_inside_a_placed_document_is_not_taken_for_a_truncated_one() -> None:
+    shared = "Section 4.2 of the employee handbook, on leave and time off, says: "
+    placed, missing = shared + "annual leave is 25 days.", shared + "sick leave is paid."
+    assert len(shared) > MIN_PREFIX_CHARS
+    assert spans(locate(f"[1] {placed}", [missing, placed])) == [(1, 4, 4 + len(placed))]
+
+
+def test_nfc_comparison_keeps_offsets_in_the_original_prompt() -> None:
+    nfd = "re\u0301sume\u0301 and cafe\u0301 policy"
+    nfc = unicodedata.normalize("NFC", nfd)
+    other = "plain ascii text"
+    prompt = f"[1]\n\n  {nfc}  \n\n[2]   {other}  \n"
+    assert spans(locate(prompt, [nfd, other])) == [
+        (0, prompt.index(nfc), prompt.index(nfc) + len(nfc)),
+        (1, prompt.index(other), prompt.index(other) + len(other))]
+
+
+def test_compatibility_forms_are_not_equated() -> None:
+    # Only NFC is applied: a ligature or a full-width digit is a different text (NFKC).
+    assert locate("the \ufb01le is 30 days", ["the file is 30 days"]) == []
+    assert locate("within \uff13\uff10 days", ["within 30 days"]) == []
+
+
+def test_a_json_escaped_document_is_not_found() -> None:
+    doc = 'She said "refunds take\n5 days".'
+    assert locate(json.dumps({"prompt": f"Context: {doc}"}), [doc]) == []
+
+
+def many_documents(n: int) -> tuple[str, list[str], list[tuple[int, int, int, bool]]]:
+    """``n`` documents sharing a long opening, in a prompt that places them in several ways;
+    returns the prompt, the documents and where each must be found."""
+    header = ("Employee handbook, chapter 7 (benefits), as revised in March; applies to all "
+              "regions unless a local annex says otherwise.\n")
+    docs = [header + f"Rule {i}: " + " ".join(f"term{i}x{j}" for j in range(40)) for i in range(n)]
+    docs.append(docs[3].split("\n")[1][:30])   # a substring of a placed document, not alone
+    prompt, expected = "Answer from these documents.\n", []
+    for i, doc in enumerate(docs[:n]):
+        shown = doc
+        if i % 7 == 1:
+            continue  # dropped
+        if i % 7 == 2:
+            shown = doc[:len(header) + 40].rstrip()
+        elif i % 7 == 3:
+            shown = "\n   ".join(doc.split(" "))
+        elif i % 7 == 4:
+            shown = doc.replace(" ", "\u00a0")
+        prompt += f"\n<doc id={i}>\n"
+        expected.append((i, len(prompt), len(prompt) + len(shown), shown != doc and i % 7 == 2))
+        prompt += shown + "\u2026\n</doc>"
+        if i % 7 == 5:
+            prompt += "\n<doc>\n"
+            expected.append((i, len(prompt), len(prompt) + len(doc), False))
+            prompt += doc + "\n</doc>"
+    return prompt, docs, expected
+
+
+@pytest.mark.parametrize("n", [12, 150])
+def test_many_documents_sharing_an_opening_are_told_apart(n: int) -> None:
+    prompt, docs, expected = many_documents(n)
+    folded = _fold(prompt).text
+    needles = [fold_text(d) for d in docs]
+    # 12 documents are searched for one by one, 150 through the index.
+    assert isinstance(_search(folded, needles, MIN_PREFIX_CHARS), _Grams) == (n > 100)
+    found = locate(prompt, docs)
+    assert [(f.doc, f.start, f.end, f.truncated) for f in found] == expected
 
 
 # --- citations -------------------------------------------------------------------------------
@@ -223,3 +347,56 @@ def test_blank_documents_are_never_placed(docs: list[str], prompt: str) -> None:
 
 def test_pattern_is_a_compiled_regex() -> None:
     assert isinstance(PATTERN, re.Pattern)
+
+
+def naive_fold(text: str) -> tuple[str, list[int]]:
+    """``text`` folded character by character, with each folded character's original index."""
+    out, where = [], []
+    for i, ch in enumerate(text):
+        if not ch.isspace():
+            out.append(ch)
+            where.append(i)
+        elif not out or out[-1] != " " or not text[i - 1].isspace():
+            out.append(" ")
+            where.append(i)
+    return "".join(out), where
+
+
+ANY_WHITESPACE = st.sampled_from(WHITESPACE_KINDS + ["  ", "\n\n", " " * 5])
+FOLD_TEXT = st.one_of(
+    st.lists(st.sampled_from(["ab", "c", "é", "\u200b", "\x00", "Ω"]) | ANY_WHITESPACE,
+             max_size=30).map("".join),
+    st.lists(st.sampled_from(["ab", "c", " ", "  ", "\n", "\t", "\r\n", "\v", "\x1f"]),
+             max_size=30).map("".join))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=FOLD_TEXT)
+def test_folding_maps_every_character_back_to_the_original(text: str) -> None:
+    folded = _fold(text)
+    expected, where = naive_fold(text)
+    assert folded.text == expected == re.sub(r"\s+", " ", text)
+    for i, ch in enumerate(expected):
+        if ch != " ":
+            assert folded.original_start(i) == where[i]
+            assert folded.original_end(i + 1) == where[i] + 1
+    assert fold_text(text) == expected.strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(opening=st.text(alphabet="ab ", max_size=12), data=st.data(),
+       bodies=st.lists(st.text(alphabet="abc ", max_size=30), min_size=1, max_size=10),
+       k=st.integers(1, 4), min_prefix=st.integers(1, 12))
+def test_the_index_finds_what_one_search_per_document_finds(
+        opening: str, bodies: list[str], data: st.DataObject, k: int, min_prefix: int) -> None:
+    # A small alphabet, a shared opening and short pieces: many candidate places, repeats,
+    # documents inside documents and truncated copies.
+    needles = [n for n in dict.fromkeys(fold_text(opening + b) for b in bodies) if n]
+    assume(needles)
+    pieces = data.draw(st.lists(st.sampled_from(needles).flatmap(
+        lambda n: st.integers(0, len(n)).map(lambda cut: n[:cut])), max_size=12))
+    prompt = fold_text(" ab ".join(pieces))
+    k = min(k, (min_prefix + 1) // 2)
+    assume(k >= 1)
+    assert sorted(_candidates(_Grams(prompt, k), needles, min_prefix)) == sorted(
+        _candidates(_Scan(prompt), needles, min_prefix))

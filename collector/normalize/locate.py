@@ -17,6 +17,11 @@ by searching for its text in the prompt:
 - when a document is not found and either text is not in Unicode NFC form, both are
   compared NFC-normalised.
 
+The prompt is folded once per call. With few documents each is then searched for with
+``str.find``; with many, the folded prompt is cut into pieces of 32 characters once and each
+document looked up by pieces of its own text, so the work grows with the lengths of the
+prompt and the documents, not with their product (bench/locate.py measures both).
+
 Citations: ``MIDTRACE_CITATION_PATTERN`` (default ``DEFAULT_CITATION_PATTERN``) finds
 citation markers in the answer (``[3]``, ``[doc-3]``, ``[source: id]``, ``Document 3``,
 ``<doc id=3>``). Each marker is matched to the label the prompt gave a document (a marker
@@ -30,8 +35,8 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from bisect import bisect_right, insort
-from collections.abc import Mapping, Sequence
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -47,9 +52,22 @@ DEFAULT_CITATION_PATTERN = (
     r"|【\s*([^†】]+?)\s*(?:†[^】]*)?】"
 )
 
-_WHITESPACE = re.compile(r"\s+")
 # Whitespace runs that folding changes: a single space is already folded.
 _CHANGED_WHITESPACE = re.compile(r"\s{2,}|[^\S ]")
+_OTHER_WHITESPACE = re.compile(r"[^\S ]")
+_ASCII_OTHER_WHITESPACE = "\v\f\x1c\x1d\x1e\x1f"
+_SPACES = re.compile(" +")
+# _Grams cuts the prompt into pieces of this many characters (fewer when min_prefix is
+# below 2 * _GRAM_CHARS - 1).
+_GRAM_CHARS = 32
+# A document with more candidate places than this is looked up again by pieces further
+# into its text, at most _LATER_LOOKUPS times.
+_FEW_STARTS = 16
+_LATER_LOOKUPS = 8
+# What a _Grams index costs, in characters str.find scans in the same time: per character
+# of the prompt to build it, and per document to look one up (bench/locate.py).
+_GRAM_INDEX_COST = 25
+_GRAM_LOOKUP_COST = 25_000
 _KEY_PREFIX = re.compile(
     r"^(?:doc(?:ument)?|source|src|ref|reference|chunk|passage|context|id)\b\s*[-_:#=]?\s*"
     r"|^(?:doc|src|ref|chunk)(?=\d)")
@@ -63,9 +81,27 @@ class InvalidCitationPattern(ValueError):
 # --- folding: whitespace-collapsed text with a map back to original offsets -----------------
 
 @dataclass(frozen=True)
+class _Collapsed:
+    """``text`` with each whitespace run collapsed to one space. Only runs of two or more
+    characters move what follows, so only they are kept, to map offsets back."""
+
+    text: str
+    runs: tuple[int, ...]     # folded offset of each such run, now one space
+    removed: tuple[int, ...]  # characters removed up to and including that run
+
+    def original_start(self, i: int) -> int:
+        k = bisect_left(self.runs, i)
+        return i + self.removed[k - 1] if k else i
+
+    def original_end(self, i: int) -> int:
+        """Original offset of the end of a half-open folded range ending at ``i``."""
+        return self.original_start(i)
+
+
+@dataclass(frozen=True)
 class _Folded:
-    """``text`` with each whitespace run collapsed to one space (and, if asked, each
-    character cluster NFC-normalised), as pieces that map back to the original string."""
+    """``text`` with each whitespace run collapsed to one space and each character cluster
+    NFC-normalised, as pieces that map back to the original string."""
 
     text: str
     starts: tuple[int, ...]      # folded offset where each piece starts
@@ -85,7 +121,47 @@ class _Folded:
         return self.orig_ends[k]
 
 
-def _fold(text: str, nfc: bool = False) -> _Folded:
+def _spaces_only(text: str) -> str:
+    """``text`` with every whitespace character replaced by a space (same length)."""
+    spaced = text.replace("\n", " ").replace("\t", " ").replace("\r", " ")
+    if spaced.isascii():
+        others: Iterable[str] = [c for c in _ASCII_OTHER_WHITESPACE if c in spaced]
+    elif spaced.isprintable():  # every whitespace character but the space is unprintable
+        others = ()
+    else:
+        others = set(_OTHER_WHITESPACE.findall(spaced))
+    for c in others:
+        spaced = spaced.replace(c, " ")
+    return spaced
+
+
+def _fold(text: str) -> _Collapsed:
+    """Fold ``text`` in one pass over its runs of two or more whitespace characters."""
+    spaced = _spaces_only(text)
+    find = spaced.find
+    parts: list[str] = []
+    runs: list[int] = []
+    removed: list[int] = []
+    pos = gone = 0
+    a = find("  ")
+    while a >= 0:
+        b = a + 2
+        if spaced[b:b + 1] == " ":
+            b = _SPACES.match(spaced, a).end()  # type: ignore[union-attr]
+        parts.append(spaced[pos:a])
+        runs.append(a - gone)
+        gone += b - a - 1
+        removed.append(gone)
+        pos = b
+        a = find("  ", b)
+    if not runs:
+        return _Collapsed(spaced, (), ())
+    parts.append(spaced[pos:])
+    return _Collapsed(" ".join(parts), tuple(runs), tuple(removed))
+
+
+def _fold_nfc(text: str) -> _Folded:
+    """Fold ``text`` with each character cluster NFC-normalised as well."""
     parts: list[str] = []
     starts: list[int] = []
     orig_starts: list[int] = []
@@ -104,7 +180,7 @@ def _fold(text: str, nfc: bool = False) -> _Folded:
 
     def add_text(a: int, b: int) -> None:
         segment = text[a:b]
-        if not nfc or unicodedata.is_normalized("NFC", segment):
+        if unicodedata.is_normalized("NFC", segment):
             add(segment, a, b)
             return
         # Compose each starter with the combining marks after it, one cluster at a time,
@@ -131,7 +207,8 @@ def _fold(text: str, nfc: bool = False) -> _Folded:
 
 def fold_text(text: str) -> str:
     """The form documents are compared in: whitespace runs collapsed, ends stripped."""
-    return _WHITESPACE.sub(" ", text).strip()
+    # str.split() splits on exactly the characters the regular expression \s matches.
+    return " ".join(text.split())
 
 
 # --- locating ----------------------------------------------------------------------------
@@ -150,65 +227,168 @@ class Found:
     truncated: bool = False
 
 
-def _occurrences(haystack: str, needle: str) -> list[int]:
-    out: list[int] = []
-    i = haystack.find(needle)
-    while i >= 0:
-        out.append(i)
-        i = haystack.find(needle, i + len(needle))
-    return out
+class _Scan:
+    """Search the folded prompt for each text in turn: for a few documents, a handful of
+    ``str.find`` calls over the prompt cost less than building a ``_Grams`` index."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def occurrences(self, needle: str) -> list[int]:
+        """Where ``needle`` occurs: each search resumes after the previous occurrence."""
+        out: list[int] = []
+        i = self.text.find(needle)
+        while i >= 0:
+            out.append(i)
+            i = self.text.find(needle, i + len(needle))
+        return out
+
+    def longest_prefix(self, needle: str, min_len: int) -> int:
+        """Length of the longest prefix of ``needle`` (>= min_len) present, or 0."""
+        text = self.text
+        if len(needle) < min_len or needle[:min_len] not in text:
+            return 0
+        lo, hi = min_len, len(needle)  # prefix of length lo is present; presence is monotone
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if needle[:mid] in text:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
 
-def _longest_prefix(haystack: str, needle: str, min_len: int) -> int:
-    """Length of the longest prefix of ``needle`` (>= min_len) present in ``haystack``, or 0."""
-    if len(needle) < min_len or needle[:min_len] not in haystack:
-        return 0
-    lo, hi = min_len, len(needle)  # prefix of length lo is present; presence is monotone
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if needle[:mid] in haystack:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+class _Grams(_Scan):
+    """The folded prompt indexed by consecutive pieces of ``k`` characters, for many
+    documents: one pass over the prompt instead of one per document.
+
+    Any occurrence of a text of at least ``2k - 1`` characters covers one of the pieces
+    whole, starting less than ``k`` characters into the text; so looking up the text's ``k``
+    pieces that start there gives every place it can start. Shorter texts are searched for
+    with ``str.find``; prefixes are looked for only when at least ``2k - 1`` characters long.
+    """
+
+    def __init__(self, text: str, k: int) -> None:
+        super().__init__(text)
+        self.k = k
+        places = range(0, len(text) - k + 1, k)
+        pieces = [text[p:p + k] for p in places]
+        index: Mapping[str, Sequence[int]] = dict(zip(pieces, zip(places)))
+        if len(index) < len(pieces):  # a piece seen twice: keep every place
+            lists: dict[str, list[int]] = {}
+            for piece, p in zip(pieces, places):
+                lists.setdefault(piece, []).append(p)
+            index = lists
+        self.index = index
+
+    def _hits(self, needle: str, offset: int) -> tuple[int, list[tuple[int, Sequence[int]]]]:
+        """The ``k`` pieces of ``needle`` from ``offset`` found in the index, as (where the
+        piece starts in ``needle``, where it is in the prompt), and how many places in all.
+        Needs ``offset + 2k - 1 <= len(needle)``."""
+        found = map(self.index.get, map(needle.__getitem__, _slices(offset, self.k)))
+        hits = [(o, places) for o, places in enumerate(found, offset) if places]
+        return sum(len(places) for _, places in hits), hits
+
+    @staticmethod
+    def _starts(hits: list[tuple[int, Sequence[int]]]) -> list[int]:
+        return sorted({p - o for o, places in hits for p in places if p >= o})
+
+    def starts(self, needle: str) -> list[int]:
+        """Sorted places where ``needle`` (at least ``2k - 1`` characters) may start: a
+        superset of its occurrences, and of those of its prefixes that long."""
+        return self._starts(self._hits(needle, 0)[1])
+
+    def occurrences(self, needle: str) -> list[int]:
+        k = self.k
+        if len(needle) < 2 * k - 1:
+            return super().occurrences(needle)
+        count, hits = self._hits(needle, 0)
+        # An opening many documents share (a repeated header) gives many places; pieces
+        # further into the text, its last ones first, tell them apart.
+        last = len(needle) - 2 * k + 1
+        later = [last] + [k << i for i in range(_LATER_LOOKUPS - 1) if k << i < last]
+        for offset in later if last > 0 else ():
+            if count <= _FEW_STARTS:
+                break
+            fewer, other = self._hits(needle, offset)
+            if fewer < count:
+                count, hits = fewer, other
+        out: list[int] = []
+        end = 0
+        for i in self._starts(hits):
+            if i >= end and self.text.startswith(needle, i):
+                out.append(i)
+                end = i + len(needle)
+        return out
+
+    def longest_prefix(self, needle: str, min_len: int) -> int:
+        if min_len < 2 * self.k - 1:
+            return super().longest_prefix(needle, min_len)
+        text = self.text
+        best = min_len - 1
+        for i in self.starts(needle) if len(needle) >= min_len else ():
+            if not text.startswith(needle[:best + 1], i):
+                continue
+            lo, hi = best + 1, min(len(needle), len(text) - i)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if text.startswith(needle[:mid], i):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            best = lo
+        return best if best >= min_len else 0
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    group: int
-    start: int   # folded offsets
-    end: int
-    truncated: bool
+@lru_cache(maxsize=64)
+def _slices(offset: int, k: int) -> tuple[slice, ...]:
+    return tuple(slice(o, o + k) for o in range(offset, offset + k))
 
 
-def _candidates(prompt: str, needles: Sequence[str], min_prefix: int) -> list[_Candidate]:
+def _search(prompt: str, needles: Sequence[str], min_prefix: int) -> _Scan:
+    """The cheaper search for this many documents in a prompt this long."""
+    scanned = len(needles) * len(prompt)
+    if scanned <= _GRAM_INDEX_COST * len(prompt) + _GRAM_LOOKUP_COST * len(needles):
+        return _Scan(prompt)
+    return _Grams(prompt, max(1, min(_GRAM_CHARS, (min_prefix + 1) // 2)))
+
+
+# Candidates are (truncated, -length, group, start), so that sorting them gives the order in
+# which _accept considers them.
+_Candidate = tuple[bool, int, int, int]
+
+
+def _candidates(search: _Scan, needles: Sequence[str], min_prefix: int) -> list[_Candidate]:
+    """Every occurrence of each needle, or, for one with none, of its longest prefix of at
+    least ``min_prefix`` characters."""
     out: list[_Candidate] = []
     for g, needle in enumerate(needles):
-        hits = _occurrences(prompt, needle)
+        hits = search.occurrences(needle)
         if hits:
-            out += [_Candidate(g, h, h + len(needle), False) for h in hits]
+            out += [(False, -len(needle), g, h) for h in hits]
             continue
-        length = _longest_prefix(prompt, needle, min_prefix) if len(needle) > min_prefix else 0
+        length = search.longest_prefix(needle, min_prefix) if len(needle) > min_prefix else 0
         prefix = needle[:length].rstrip()
         if length and len(prefix) >= min_prefix:
-            out += [_Candidate(g, h, h + len(prefix), True)
-                    for h in _occurrences(prompt, prefix)]
+            out += [(True, -len(prefix), g, h) for h in search.occurrences(prefix)]
     return out
 
 
-def _accept(candidates: list[_Candidate]) -> list[_Candidate]:
-    """Greedy non-overlapping choice: whole matches first, then longer, then earlier doc."""
-    order = sorted(candidates, key=lambda c: (c.truncated, -(c.end - c.start), c.group, c.start))
+def _accept(candidates: list[_Candidate]) -> list[tuple[int, int, int, bool]]:
+    """Greedy non-overlapping choice: whole matches first, then longer, then earlier doc.
+
+    Returns ``(group, start, end, truncated)`` in folded offsets."""
     taken: list[tuple[int, int]] = []
-    accepted: list[_Candidate] = []
-    for c in order:
-        k = bisect_right(taken, (c.start, c.end))
-        if k > 0 and taken[k - 1][1] > c.start:
+    accepted: list[tuple[int, int, int, bool]] = []
+    for truncated, neg_len, g, start in sorted(candidates):
+        end = start - neg_len
+        k = bisect_right(taken, (start, end))
+        if k > 0 and taken[k - 1][1] > start:
             continue
-        if k < len(taken) and taken[k][0] < c.end:
+        if k < len(taken) and taken[k][0] < end:
             continue
-        insort(taken, (c.start, c.end))
-        accepted.append(c)
+        insort(taken, (start, end))
+        accepted.append((g, start, end, truncated))
     return accepted
 
 
@@ -225,26 +405,28 @@ def locate(prompt: str, texts: Sequence[str | None],
         return []
     needles = list(groups)
     members = list(groups.values())
-    folded = _fold(prompt)
-    accepted = _accept(_candidates(folded.text, needles, min_prefix))
+    folded: _Collapsed | _Folded = _fold(prompt)
+    accepted = _accept(_candidates(_search(folded.text, needles, min_prefix), needles,
+                                   min_prefix))
 
-    missing = {g for g in range(len(needles))} - {c.group for c in accepted}
+    missing = set(range(len(needles))) - {g for g, _, _, _ in accepted}
     nfc_needed = missing and (not unicodedata.is_normalized("NFC", prompt) or any(
         not unicodedata.is_normalized("NFC", needles[g]) for g in missing))
     if nfc_needed:
-        folded = _fold(prompt, nfc=True)
+        folded = _fold_nfc(prompt)
         nfc_needles = [fold_text(unicodedata.normalize("NFC", n)) for n in needles]
-        accepted = _accept(_candidates(folded.text, nfc_needles, min_prefix))
+        accepted = _accept(_candidates(_search(folded.text, nfc_needles, min_prefix),
+                                       nfc_needles, min_prefix))
 
     found: list[Found] = []
-    by_group: dict[int, list[_Candidate]] = {}
-    for c in sorted(accepted, key=lambda c: c.start):
-        by_group.setdefault(c.group, []).append(c)
+    by_group: dict[int, list[tuple[int, int, int, bool]]] = {}
+    for c in sorted(accepted, key=lambda c: c[1]):
+        by_group.setdefault(c[0], []).append(c)
     for g, hits in by_group.items():
         docs = members[g]
-        for j, c in enumerate(hits):
-            found.append(Found(docs[j % len(docs)], folded.original_start(c.start),
-                               folded.original_end(c.end), c.truncated))
+        for j, (_, start, end, truncated) in enumerate(hits):
+            found.append(Found(docs[j % len(docs)], folded.original_start(start),
+                               folded.original_end(end), truncated))
     found.sort(key=lambda f: (f.start, f.doc))
     return found
 
