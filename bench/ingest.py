@@ -284,7 +284,8 @@ def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[lis
 
 
 def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
-             workdir: Path, cache: Path | None = None) -> dict[str, Any]:
+             workdir: Path, cache: Path | None = None, checkout: Path = ROOT,
+             label: str = "this checkout") -> dict[str, Any]:
     started = time.perf_counter()
     batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
@@ -295,11 +296,13 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     with open(batch_file, "wb") as f:
         pickle.dump(batches, f)
     del batches
-    db = workdir / f"{run}.duckdb"
+    db = workdir / f"{run}-{label.replace(' ', '-')}.duckdb"
+    db.unlink(missing_ok=True)
+    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     collector = subprocess.Popen(
-        [sys.executable, "-m", "midtrace", "collector", "--db", str(db), "--http-port", "0",
+        [python, "-m", "midtrace", "collector", "--db", str(db), "--http-port", "0",
          "--grpc-port", "0", "--queue-size", str(queue_size)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        cwd=checkout, stdout=subprocess.PIPE, text=True)
     assert collector.stdout is not None
     line = collector.stdout.readline()
     match = re.search(r"http://([\d.]+):(\d+)", line)
@@ -320,11 +323,11 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     with duckdb.connect(str(db), read_only=True) as conn:
         ((stored_spans,),) = conn.execute("SELECT count(*) FROM spans").fetchall()
         ((stored_requests,),) = conn.execute("SELECT count(*) FROM requests").fetchall()
-    size = sum(p.stat().st_size for p in workdir.glob(f"{run}.duckdb*"))
+    size = sum(p.stat().st_size for p in workdir.glob(db.name + "*"))
     seconds = outcome["last"] - outcome["first"]
     derived_seconds = outcome["derived"] - outcome["first"]
     return {
-        "run": run, "requests": n, "spans": n_spans, "stored_spans": stored_spans,
+        "run": run, "checkout": label, "load": os.getloadavg()[0], "requests": n, "spans": n_spans, "stored_spans": stored_spans,
         "request_rows": stored_requests, "seconds": seconds, "requests_per_s": n / seconds,
         "derived_seconds": derived_seconds, "derived_per_s": n / derived_seconds,
         "collector_cpu_ms_per_request": collector_cpu / n * 1000,
@@ -373,22 +376,34 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", choices=["own", "openinference"])
     parser.add_argument("--cache", type=Path, help="keep the encoded batches here between runs")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout (with its own .venv) to run alternately with this "
+                             "one, e.g. a worktree of the previous release")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each checkout, alternating")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
         if args.profile:
             profile(args.profile, args.requests, args.seed, Path(tmp))
             return
         runs = ["own", "openinference"] if args.run == "both" else [args.run]
-        results = [run_once(r, args.requests, args.connections, args.queue_size, args.seed,
-                            Path(tmp), args.cache) for r in runs]
+        checkouts = [(ROOT, "this checkout")]
+        if args.baseline:
+            checkouts.append((args.baseline.resolve(), "baseline"))
+        results = []
+        for r in runs:
+            for _ in range(args.repeats):  # A, B, A, B: the two compared under the same load
+                for checkout, label in checkouts:
+                    results.append(run_once(r, args.requests, args.connections, args.queue_size,
+                                            args.seed, Path(tmp), args.cache, checkout, label))
     print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
           f"{args.connections} connections, queue size {args.queue_size}\n")
-    print("| run | requests | spans | acked s | acked requests/s | derived s | derived requests/s "
+    print("| run | checkout | load | requests | spans | acked s | acked requests/s | derived s | derived requests/s "
           "| collector CPU ms/req | sender CPU ms/req | decode µs/req | normalize µs/req "
           "| peak RSS MB | DB bytes/req | 503 retries | request rows |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['run']} | {r['requests']} | {r['spans']} | {r['seconds']:.1f} | "
+        print(f"| {r['run']} | {r['checkout']} | {r['load']:.1f} | {r['requests']} | {r['spans']} | "
+              f"{r['seconds']:.1f} | "
               f"{r['requests_per_s']:.0f} | {r['derived_seconds']:.1f} | {r['derived_per_s']:.0f} | "
               f"{r['collector_cpu_ms_per_request']:.2f} | {r['sender_cpu_ms_per_request']:.2f} | "
               f"{r['decode_us']:.0f} | "
@@ -397,6 +412,14 @@ def main() -> None:
         if r["failures"] or r["stored_spans"] != r["spans"]:
             print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
                   f"{r['stored_spans']} of {r['spans']} spans stored")
+    if args.baseline:
+        print("\nratio this checkout / baseline (mean of the alternating runs):")
+        for run in runs:
+            for key in ("requests_per_s", "derived_per_s", "collector_cpu_ms_per_request"):
+                mine = [r[key] for r in results if r["run"] == run and r["checkout"] != "baseline"]
+                base = [r[key] for r in results if r["run"] == run and r["checkout"] == "baseline"]
+                print(f"  {run} {key}: {sum(mine) / len(mine):.1f} / {sum(base) / len(base):.1f} "
+                      f"= {sum(mine) / len(mine) / (sum(base) / len(base)):.2f}")
 
 
 if __name__ == "__main__":
