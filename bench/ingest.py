@@ -338,6 +338,60 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     }
 
 
+def phoenix_spans(url: str) -> int:
+    """Spans a running Phoenix has stored, over all its projects (its GraphQL API)."""
+    import json
+    import urllib.request
+
+    query = json.dumps({"query": "{ projects { edges { node { recordCount } } } }"}).encode()
+    request = urllib.request.Request(url.rstrip("/") + "/graphql", data=query,
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        edges = json.load(answer)["data"]["projects"]["edges"]
+    return sum(int(e["node"]["recordCount"]) for e in edges)
+
+
+def phoenix_once(run: str, n: int, connections: int, seed: int, workdir: Path, url: str,
+                 pid: int | None, cache: Path | None = None) -> dict[str, Any]:
+    """The same batches sent to a running Phoenix (installed in its own venv, never in this
+    project's lock): acknowledged, then stored (its span count reaches what was sent)."""
+    from urllib.parse import urlsplit
+
+    batches, n_spans = cached_batches(run, n, seed, cache)
+    batch_file = workdir / f"{run}.batches"
+    with open(batch_file, "wb") as f:
+        pickle.dump(batches, f)
+    del batches
+    before = phoenix_spans(url)
+    cpu_before = cpu_seconds(pid) if pid else 0.0
+    parts = urlsplit(url)
+    results: Any = mp.get_context("spawn").Queue()
+    sender = mp.get_context("spawn").Process(
+        target=send_all, args=(str(batch_file), parts.hostname, parts.port, connections, results))
+    sender.start()
+    outcome = results.get()
+    sender.join()
+    stored = before
+    deadline = time.time() + 600
+    while stored < before + n_spans and time.time() < deadline:
+        time.sleep(0.2)
+        stored = phoenix_spans(url)
+    derived = time.time()
+    seconds = outcome["last"] - outcome["first"]
+    cpu = (cpu_seconds(pid) - cpu_before) if pid else float("nan")
+    return {
+        "run": run, "checkout": "Phoenix", "load": os.getloadavg()[0], "requests": n,
+        "spans": n_spans, "stored_spans": stored - before, "request_rows": 0,
+        "seconds": seconds, "requests_per_s": n / seconds,
+        "derived_seconds": derived - outcome["first"], "derived_per_s": n / (derived - outcome["first"]),
+        "collector_cpu_ms_per_request": cpu / n * 1000,
+        "sender_cpu_ms_per_request": outcome["sender_cpu_s"] / n * 1000,
+        "spans_per_s": n_spans / seconds, "decode_us": float("nan"), "normalize_us": float("nan"),
+        "peak_rss_mb": peak_rss_mb(pid) if pid else float("nan"), "db_bytes_per_request": float("nan"),
+        "retries": outcome["retries"], "failures": outcome["failures"],
+    }
+
+
 def profile(run: str, n: int, seed: int, workdir: Path) -> None:
     """cProfile of parse -> check -> store.write, in this process, for finding hot spots."""
     import cProfile
@@ -380,6 +434,10 @@ def main() -> None:
                         help="another checkout (with its own .venv) to run alternately with this "
                              "one, e.g. a worktree of the previous release")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each checkout, alternating")
+    parser.add_argument("--phoenix", metavar="URL",
+                        help="also send the same batches to a running Arize Phoenix, e.g. "
+                             "http://127.0.0.1:6006, alternating with midtrace")
+    parser.add_argument("--phoenix-pid", type=int, help="Phoenix's process id, for its CPU and RSS")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
         if args.profile:
@@ -391,10 +449,17 @@ def main() -> None:
             checkouts.append((args.baseline.resolve(), "baseline"))
         results = []
         for r in runs:
-            for _ in range(args.repeats):  # A, B, A, B: the two compared under the same load
+            for k in range(args.repeats):  # A, B, A, B: the two compared under the same load
+                # A seed per repeat: Phoenix keeps a span id once, so a repeated batch would
+                # cost it nothing; every checkout of a repeat gets the same batches.
+                seed = args.seed + k
                 for checkout, label in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
-                                            args.seed, Path(tmp), args.cache, checkout, label))
+                                            seed, Path(tmp), args.cache, checkout, label))
+                if args.phoenix:
+                    results.append(phoenix_once(r, args.requests, args.connections, seed,
+                                                Path(tmp), args.phoenix, args.phoenix_pid,
+                                                args.cache))
     print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
           f"{args.connections} connections, queue size {args.queue_size}\n")
     print("| run | checkout | load | requests | spans | acked s | acked requests/s | derived s | derived requests/s "
@@ -412,14 +477,15 @@ def main() -> None:
         if r["failures"] or r["stored_spans"] != r["spans"]:
             print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
                   f"{r['stored_spans']} of {r['spans']} spans stored")
-    if args.baseline:
-        print("\nratio this checkout / baseline (mean of the alternating runs):")
+    for other in [c for c in ("baseline", "Phoenix") if any(r["checkout"] == c for r in results)]:
+        print(f"\nratio this checkout / {other} (mean of the alternating runs):")
         for run in runs:
             for key in ("requests_per_s", "derived_per_s", "collector_cpu_ms_per_request"):
-                mine = [r[key] for r in results if r["run"] == run and r["checkout"] != "baseline"]
-                base = [r[key] for r in results if r["run"] == run and r["checkout"] == "baseline"]
-                print(f"  {run} {key}: {sum(mine) / len(mine):.1f} / {sum(base) / len(base):.1f} "
-                      f"= {sum(mine) / len(mine) / (sum(base) / len(base)):.2f}")
+                mine = [r[key] for r in results if r["run"] == run and r["checkout"] == "this checkout"]
+                base = [r[key] for r in results if r["run"] == run and r["checkout"] == other]
+                if mine and base:
+                    a, b = sum(mine) / len(mine), sum(base) / len(base)
+                    print(f"  {run} {key}: {a:.2f} / {b:.2f} = {a / b:.2f}")
 
 
 if __name__ == "__main__":
