@@ -1,6 +1,7 @@
 """`midtrace prune` end to end: traces written by the SDK's exporter to OTLP/JSON files and
 ingested through the CLI, then pruned; afterwards nothing of them is left in any table, in the
-metric views, in the request list or in the bytes of the file."""
+metric views, in the request list or in the bytes of the file, and a compaction cut short is
+finished by the next prune."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import pandas as pd
 import pytest
 
 from midtrace.client import FileClient
+from midtrace.collector.storage.retention import prune
+from midtrace.collector.storage.store import Store
 from midtrace.sample_traces.emit import FileJob, SimRequest, write_trace_file
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 
@@ -171,3 +174,39 @@ def test_prune_leaves_nothing_of_the_traces_in_tables_views_list_or_file(
     assert KEPT.encode() in data and SHARED.encode() in data  # the grep sees what is there
     assert traffic.kept_ids[0].encode() in data
 
+
+def test_a_compaction_cut_short_is_finished_by_the_next_prune(
+        traffic: Traffic, pruned_and_reference: tuple[Path, Path]) -> None:
+    db, _ = pruned_and_reference
+    store = Store.open(db)
+    try:  # the deletion commits; then the process dies while copying into the fresh file
+        assert prune(store, older_than=timedelta(days=30)).traces == len(traffic.old_ids)
+    finally:
+        store.close()
+    fresh = db.with_name(db.name + ".compacting")
+    whole = db.read_bytes()
+    fresh.write_bytes(whole[: len(whole) // 2])
+    db.with_name(fresh.name + ".wal").write_bytes(b"\0" * 4096)
+    assert ERASED.encode() in db.read_bytes()  # deleted, but its bytes are still in the file
+
+    run = midtrace_cli("prune", "--store", str(db), "--older-than", "30d")
+    assert run.returncode == 0, run.stderr
+    assert "deleted 0 trace(s)" in run.stdout and "compacted" in run.stdout
+    data = file_bytes(db)
+    assert ERASED.encode() not in data and KEPT.encode() in data
+    again = midtrace_cli("prune", "--store", str(db), "--older-than", "30d")
+    assert again.returncode == 0 and "compacted" not in again.stdout  # nothing owed any more
+    total, seen = request_list(db)
+    assert total == len(seen) == len(traffic.kept_ids)
+
+
+def test_no_compact_leaves_the_rewrite_to_the_next_prune(
+        traffic: Traffic, pruned_and_reference: tuple[Path, Path]) -> None:
+    db, _ = pruned_and_reference
+    run = midtrace_cli("prune", "--store", str(db), "--older-than", "30d", "--no-compact")
+    assert run.returncode == 0 and "compacted" not in run.stdout, run.stderr
+    assert ERASED.encode() in db.read_bytes()
+    run = midtrace_cli("prune", "--store", str(db), "--older-than", "30d")
+    assert run.returncode == 0 and "deleted 0 trace(s)" in run.stdout, run.stderr
+    assert "compacted" in run.stdout
+    assert ERASED.encode() not in file_bytes(db)

@@ -67,10 +67,11 @@ def rebuild(db: Path) -> None:
               help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
 @trace_id_option
 @click.option("--compact/--no-compact", envvar="MIDTRACE_COMPACT", show_envvar=True, default=True,
-              help="Rewrite the file afterwards so deleted text leaves no bytes on disk.")
+              help="Rewrite the file afterwards so deleted text leaves no bytes on disk; also "
+                   "done when an earlier prune's rewrite was skipped or cut short.")
 def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
     """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
-    from midtrace.collector.storage.retention import check_trace_id, parse_age
+    from midtrace.collector.storage.retention import check_trace_id, compaction_pending, parse_age
     from midtrace.collector.storage.retention import compact as compact_file
     from midtrace.collector.storage.retention import prune as prune_traces
 
@@ -85,13 +86,14 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
     store = open_store(db)
     try:
         report = prune_traces(store, age, trace_ids)
+        compact = compact and compaction_pending(store)
     finally:
         store.close()
-    if compact and report.traces:
+    if compact:
         compact_file(db)
     click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
                f"requests, {report.outcomes} outcomes from {db}"
-               + (" (file compacted)" if compact and report.traces else ""))
+               + (" (file compacted)" if compact else ""))
 
 
 @click.command()
