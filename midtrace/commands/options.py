@@ -8,6 +8,7 @@ dataclasses (midtrace.collector.settings, midtrace.supervise).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,6 +22,8 @@ from midtrace.supervise import DEFAULT_DASHBOARD_PORT
 
 EXIT_USAGE = 2
 EXIT_SOURCE = 3
+
+log = logging.getLogger(__name__)
 
 
 def default_of(settings: type, name: str) -> Any:
@@ -161,6 +164,25 @@ def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, toke
 
 def split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+class StoreCommand(click.Command):
+    """A command that opens a store. A store found unusable at any point, on opening or
+    halfway through (a damaged block is found only when something reads it), ends the command
+    with one line that says what is wrong and what to do, exit status 3."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        import duckdb
+
+        from midtrace.collector.storage.database import StoreError, describe
+
+        try:
+            return super().invoke(ctx)
+        except StoreError as e:
+            fail(str(e), EXIT_SOURCE)
+        except duckdb.Error as e:
+            log.debug("store error", exc_info=True)
+            fail(str(describe(ctx.params.get("db"), e)), EXIT_SOURCE)
 
 
 def open_store(db: Path):  # type: ignore[no-untyped-def]

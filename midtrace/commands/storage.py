@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, fail, open_store, store_option, trace_id_option)
+    EXIT_SOURCE, EXIT_USAGE, StoreCommand, fail, open_store, store_option, trace_id_option)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -40,7 +40,7 @@ def ingest(db: Path, files: tuple[Path, ...]) -> None:
         sys.exit(1)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 def rebuild(db: Path) -> None:
     """Derive request, chunk and placement rows again from the kept spans (no collector may hold the store)."""
@@ -61,7 +61,7 @@ def rebuild(db: Path) -> None:
         sys.exit(1)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @click.option("--older-than", envvar="MIDTRACE_OLDER_THAN", show_envvar=True, default=None,
               help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
@@ -96,7 +96,7 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
                + (" (file compacted)" if compact else ""))
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @trace_id_option
 def export(db: Path, trace_ids: tuple[str, ...]) -> None:
