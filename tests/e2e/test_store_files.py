@@ -1,6 +1,6 @@
 """Files midtrace cannot use, given to every command that opens a store, through the installed
 `midtrace` script: each says in one line what is wrong and what to do, and exits non-zero
-without a traceback."""
+without a traceback. And a collector stopped cleanly leaves one file that is a whole backup."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from midtrace.client import FileClient
 from midtrace.sample_traces.emit import FileJob, SimRequest, write_trace_file
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from midtrace.sql import sqlfiles
+from tests.procs import start_collector
+from tests.sender import Sender
 
 MIDTRACE = str(Path(sys.executable).with_name("midtrace"))
 NEWEST = max(m.version for m in sqlfiles.migrations())
@@ -236,3 +238,26 @@ def test_a_store_of_an_older_layout_is_migrated_by_a_writer_and_refused_read_onl
     with FileClient(migrated) as client:
         assert int(client.view("overview")["requests"][0]) == 6
 
+
+def test_a_clean_stop_leaves_one_file_that_is_a_whole_backup(tmp_path: Path) -> None:
+    db = tmp_path / "live" / "traces.duckdb"
+    db.parent.mkdir()
+    proc = start_collector(db, tmp_path / "collector.log")
+    try:
+        sender = Sender(proc.url)
+        sent = [sender.send(RagRecord(question=f"backup question {i}", model="m"))
+                for i in range(3)]
+        sender.close()
+        assert db.with_name(db.name + ".wal").exists()  # the writes are in the .wal so far
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.log()
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+    backup = tmp_path / "backup" / "copy.duckdb"
+    backup.parent.mkdir()
+    shutil.copyfile(db, backup)
+    with FileClient(backup) as client:
+        total = client.requests_page()[1]
+        assert total == 3
+        assert {client.trace(t)["request"]["question"] for t in sent} == {
+            f"backup question {i}" for i in range(3)}
