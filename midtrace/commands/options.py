@@ -172,15 +172,16 @@ class StoreCommand(click.Command):
     with one line that says what is wrong and what to do, exit status 3."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        import duckdb
-
-        from midtrace.collector.storage.database import StoreError, describe
-
         try:
             return super().invoke(ctx)
-        except StoreError as e:
-            fail(str(e), EXIT_SOURCE)
-        except duckdb.Error as e:
+        except Exception as e:
+            from midtrace.collector.storage.database import StoreError, describe
+
+            if isinstance(e, StoreError):
+                fail(str(e), EXIT_SOURCE)
+            duckdb = sys.modules.get("duckdb")  # loaded if it raised: --url alone never loads it
+            if duckdb is None or not isinstance(e, duckdb.Error):
+                raise
             log.debug("store error", exc_info=True)
             fail(str(describe(ctx.params.get("db"), e)), EXIT_SOURCE)
 
