@@ -9,9 +9,9 @@ they return the same frames.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, TypeVar
 
 import httpx
 import pandas as pd
@@ -25,6 +25,7 @@ __all__ = ["NO_EXPERIMENT", "Client", "ClientError", "Filters", "FileClient", "H
            "QueryError", "ReadOnlyError", "SourceError", "open_client"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+T = TypeVar("T")
 
 
 class ClientError(Exception):
@@ -99,13 +100,14 @@ class FileClient(_Backend):
     read_only = True
 
     def __init__(self, path: str | Path) -> None:
-        from midtrace.collector.storage.store import StoreError, connect, forbid_external_access
+        from midtrace.collector.storage.store import (
+            StoreError, forbid_external_access, open_read_only)
 
         path = Path(path)
         if not path.exists():
             raise SourceError(f"{path} does not exist")
         try:
-            self.conn = connect(path, read_only=True)
+            self.conn = open_read_only(path)
         except StoreError as e:
             raise SourceError(str(e)) from e
         # Nothing here reads files or the network; a database-wide guard against that.
@@ -113,16 +115,25 @@ class FileClient(_Backend):
         self.path = path
         self.last_total: int | None = None
 
-    def _cursor(self) -> Any:
-        return reads.read_cursor(self.conn)
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        """``fn`` on a read cursor; a DuckDB error (a damaged block, say) as a SourceError that
+        says what to do."""
+        import duckdb
+
+        from midtrace.collector.storage.database import describe
+
+        try:
+            cur = reads.read_cursor(self.conn)
+            try:
+                return fn(cur)
+            finally:
+                cur.close()
+        except duckdb.Error as e:
+            raise SourceError(str(describe(self.path, e))) from e
 
     def view(self, name: str, filters: Filters = Filters(),
              group_by: Sequence[str] = ()) -> pd.DataFrame:
-        cur = self._cursor()
-        try:
-            return to_frame(reads.run_view(cur, name, filters, group_by))
-        finally:
-            cur.close()
+        return to_frame(self._read(lambda cur: reads.run_view(cur, name, filters, group_by)))
 
     def views(self) -> list[dict[str, Any]]:
         return [{"name": v.name, "description": v.description, "keys": list(v.keys)}
@@ -132,35 +143,20 @@ class FileClient(_Backend):
                       taxonomy_class: str | None = None, limit: int = 50,
                       offset: int = 0) -> tuple[pd.DataFrame, int]:
         """A page of requests and how many match in all (also kept in ``last_total``)."""
-        cur = self._cursor()
-        try:
-            table, total = reads.run_requests(cur, filters, search, taxonomy_class, limit, offset)
-        finally:
-            cur.close()
+        table, total = self._read(lambda cur: reads.run_requests(
+            cur, filters, search, taxonomy_class, limit, offset))
         self.last_total = total
         return to_frame(table), total
 
     def trace(self, trace_id: str) -> dict[str, Any] | None:
-        cur = self._cursor()
-        try:
-            return reads.run_trace(cur, trace_id)
-        finally:
-            cur.close()
+        return self._read(lambda cur: reads.run_trace(cur, trace_id))
 
     def facets(self) -> dict[str, Any]:
-        cur = self._cursor()
-        try:
-            return reads.run_facets(cur)
-        finally:
-            cur.close()
+        return self._read(reads.run_facets)
 
     def settings(self) -> dict[str, float]:
         """The settings the metric views apply (band thresholds, min_n, high_confidence)."""
-        cur = self._cursor()
-        try:
-            return dict(reads.run_settings(cur)["settings"])
-        finally:
-            cur.close()
+        return dict(self._read(reads.run_settings)["settings"])
 
     def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
         raise ReadOnlyError("opened read-only from a file; grade through a running collector")

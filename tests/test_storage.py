@@ -299,6 +299,6 @@ def test_rows_written_before_migration_003_are_read_and_rebuilt(tmp_path: Path) 
     assert rows(db, "SELECT t.text FROM chunks c JOIN chunk_texts t USING (text_hash) "
                     "ORDER BY ordinal") == [(d,) for d in DOCS[:3]]
     newest = max(m.version for m in sqlfiles.migrations())
-    assert newest >= 3 and rows(db, "SELECT max(version) FROM schema_migrations") == [(newest,)]
+    assert newest >= 4 and rows(db, "SELECT max(version) FROM schema_migrations") == [(newest,)]
     exported = midtrace_cli("export", "--db", str(db), "--trace-id", "9a" * 16)
     assert exported.returncode == 0 and DOCS[0] in exported.stdout

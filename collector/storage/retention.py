@@ -3,6 +3,11 @@
 Deleted rows leave their bytes in DuckDB's file blocks until those blocks are reused, so
 for an erasure request the file is then compacted: copied table by table into a fresh file
 that replaces it (``compact``), after which the deleted text is gone from the disk file.
+
+The deletion records in the same transaction that the file owes a compaction (the
+``pending_work`` table), and only the compacted copy is without that record: a compaction cut
+short (the process killed while copying) or skipped (``--no-compact``) is still owed, and the
+next prune does it even when it deletes nothing.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ def prune(store: Store, older_than: timedelta | None = None, trace_ids: Sequence
     before = store.counts()
     with transaction(conn):
         run_script(conn, sqlfiles.query("delete_traces"), {"trace_ids": sorted(chosen)})
+        conn.execute(sqlfiles.query("record_pending_compaction"), {"since": datetime.now(UTC)})
     store.forget_texts()
     after = store.counts()
     report.spans = before["spans"] - after["spans"]
@@ -71,16 +77,32 @@ def prune(store: Store, older_than: timedelta | None = None, trace_ids: Sequence
     return report
 
 
+def compaction_pending(store: Store) -> bool:
+    """Whether rows were deleted since the file was last compacted."""
+    return store.conn.execute(sqlfiles.query("pending_compaction")).fetchone() is not None
+
+
 def compact(path: str | Path) -> None:
-    """Rewrite the database into a fresh file so deleted rows leave no bytes behind."""
+    """Rewrite the database into a fresh file so deleted rows leave no bytes behind.
+
+    The fresh file is written beside the database and renamed over it only when complete; one
+    left by a compaction that was cut short is discarded first."""
     path = Path(path)
     fresh = path.with_name(path.name + ".compacting")
-    fresh.unlink(missing_ok=True)
+    for leftover in (fresh, _wal(fresh)):
+        leftover.unlink(missing_ok=True)
     conn = connect(path)
     try:
+        # fold the source's .wal in first: once the fresh file replaces it, a .wal left
+        # beside it would belong to the old file
+        conn.checkpoint()
         ((name,),) = conn.execute(sqlfiles.query("current_database")).fetchall()
         run_script(conn, sqlfiles.query("copy_database", database=name), {"path": str(fresh)})
     finally:
         conn.close()
+    _wal(path).unlink(missing_ok=True)
     os.replace(fresh, path)
-    Path(str(path) + ".wal").unlink(missing_ok=True)
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +23,11 @@ import duckdb
 import pyarrow as pa
 
 from midtrace.collector.normalize.pipeline import normalize_trace
+from midtrace.collector.storage.database import (
+    RESTORE, StoreError, connect, describe, first_line, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.known import KnownTraces
+from midtrace.collector.storage.layout import check_layout, older_evidence
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
 from midtrace.sql import sqlfiles
@@ -33,14 +35,6 @@ from midtrace.schemas.model import Outcome
 from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
-
-
-class StoreError(Exception):
-    """The database cannot be used; the message says why and what to do."""
-
-
-class DatabaseBusy(StoreError):
-    """Another process (a running collector) holds the database file."""
 
 
 def is_fatal(error: BaseException) -> bool:
@@ -75,24 +69,22 @@ class WriteStats:
     normalize_errors: list[str] = field(default_factory=list)
 
 
-_LOCK_PID = re.compile(r"PID (\d+)")
-
-
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file, turning a held lock into a plain-spoken DatabaseBusy."""
+def open_read_only(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the store at ``path``, which must be up to date: a read-only
+    open cannot migrate it or rebuild its request_evidence."""
+    conn = connect(path, read_only=True)
     try:
-        return duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as e:
-        message = str(e)
-        if "lock" in message.lower():
-            pid = _LOCK_PID.search(message)
-            holder = f" (pid {pid[1]})" if pid else ""
-            raise DatabaseBusy(
-                f"{path} is held by another process{holder}, most likely a running midtrace "
-                "collector; stop it, or read through it with --url") from e
-        raise StoreError(f"cannot open {path}: {message}") from e
+        check_layout(conn, path, writable=False)
+        row = conn.execute(sqlfiles.query("evidence_definition")).fetchone()
+        if row is None or row[0] != _evidence_hash():
+            raise older_evidence(path)
     except duckdb.Error as e:
-        raise StoreError(f"cannot open {path}: {e}") from e
+        conn.close()
+        raise describe(path, e) from e
+    except StoreError:
+        conn.close()
+        raise
+    return conn
 
 
 def forbid_external_access(conn: duckdb.DuckDBPyConnection) -> None:
@@ -202,7 +194,20 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path, keep_text: bool = True) -> Store:
-        return cls(connect(path), keep_text=keep_text, path=path)
+        """The store in the file at ``path`` (created if missing), brought up to date; a file
+        midtrace cannot use raises StoreError with a one-line message."""
+        conn = connect(path)
+        try:
+            check_layout(conn, path, writable=True)
+            return cls(conn, keep_text=keep_text, path=path)
+        except StoreError:
+            conn.close()
+            raise
+        except duckdb.Error as e:
+            conn.close()
+            raise known_cause(path, e) or StoreError(
+                f"{path} cannot be brought up to date ({first_line(e)}); its tables were "
+                f"changed by hand or written by an unreleased midtrace: {RESTORE}") from e
 
     def forbid_external_access(self) -> None:
         forbid_external_access(self.conn)
@@ -223,6 +228,12 @@ class Store:
                 forbid_external_access(self.conn)
 
     def close(self) -> None:
+        """Fold the .wal back into the file, then close it: after a clean stop the .duckdb
+        file alone holds everything, and a copy of it is a complete backup."""
+        try:
+            self.conn.checkpoint()
+        except duckdb.Error as e:  # the .wal stays and is replayed when the file is next opened
+            log.info("no checkpoint on closing the store: %s", first_line(e))
         self.conn.close()
 
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:

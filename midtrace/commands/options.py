@@ -8,6 +8,7 @@ dataclasses (midtrace.collector.settings, midtrace.supervise).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ from midtrace.supervise import DEFAULT_DASHBOARD_PORT
 
 EXIT_USAGE = 2
 EXIT_SOURCE = 3
+
+log = logging.getLogger(__name__)
 
 
 def default_of(settings: type, name: str) -> Any:
@@ -173,6 +176,26 @@ def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, toke
 
 def split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+class StoreCommand(click.Command):
+    """A command that opens a store. A store found unusable at any point, on opening or
+    halfway through (a damaged block is found only when something reads it), ends the command
+    with one line that says what is wrong and what to do, exit status 3."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            from midtrace.collector.storage.database import StoreError, describe
+
+            if isinstance(e, StoreError):
+                fail(str(e), EXIT_SOURCE)
+            duckdb = sys.modules.get("duckdb")  # loaded if it raised: --url alone never loads it
+            if duckdb is None or not isinstance(e, duckdb.Error):
+                raise
+            log.debug("store error", exc_info=True)
+            fail(str(describe(ctx.params.get("db"), e)), EXIT_SOURCE)
 
 
 def open_store(db: Path):  # type: ignore[no-untyped-def]

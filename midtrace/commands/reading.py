@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, READ_STORE_HELP, default_of, fail, store_option, token_option, url_option)
+    EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, store_option, token_option,
+    url_option)
 from midtrace.gate import Thresholds
 
 
@@ -89,7 +90,7 @@ def _read(fn):  # type: ignore[no-untyped-def]
         fail(str(e), EXIT_SOURCE)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @_source_options
 @click.option("--group-by", "group_by", default=None, metavar="KEY,...",
               help="Split every figure by these keys: service, model, template, strategy, "
@@ -133,7 +134,7 @@ class _Threshold(click.ParamType):
             self.fail(f"{value!r} is not a number or 'off'", param, ctx)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @_source_options
 @click.option("--max-buried-rate", type=_Threshold(), default=default_of(Thresholds, "max_buried_rate"), envvar="MIDTRACE_MAX_BURIED_RATE",
               show_envvar=True, help="Fail when buried / graded-wrong is above this ('off' skips).")

@@ -9,13 +9,14 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, collector_options, collector_settings, dashboard_port_option, fail,
-    READ_STORE_HELP, host_option, store_option, token_option, url_option)
+    EXIT_SOURCE, EXIT_USAGE, StoreCommand, collector_options, collector_settings,
+    dashboard_port_option, fail, READ_STORE_HELP, host_option, store_option, token_option,
+    url_option)
 from midtrace.supervise import (
     DashboardSettings, LaunchError, ServeSettings, port_or_any, run_dashboard, run_serve)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @collector_options
 def collector(db: Path, **options: Any) -> None:
@@ -37,7 +38,7 @@ def collector(db: Path, **options: Any) -> None:
         fail(f"cannot listen on {settings.host}: {e.strerror or e}", EXIT_SOURCE)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @url_option
 @store_option(required=False, help=READ_STORE_HELP)
 @token_option
@@ -45,16 +46,17 @@ def collector(db: Path, **options: Any) -> None:
 @dashboard_port_option
 def dashboard(url: str | None, db: Path | None, token: str | None, host: str, port: int) -> None:
     """Open the dashboard on a running collector (--url) or a DuckDB file (--db, read-only)."""
-    from midtrace.collector.storage.store import StoreError, connect
+    from midtrace.client import FileClient, SourceError
 
     settings = DashboardSettings(url=url, db=str(db) if db else None, token=token, host=host,
                                  port=port)
     try:
         settings.check()
-        if db is not None:
-            connect(db, read_only=True).close()
+        if db is not None:  # what the first page reads, read now: a file it cannot use fails here
+            with FileClient(db) as client:
+                client.view("overview")
         code = run_dashboard(settings)
-    except StoreError as e:
+    except SourceError as e:
         fail(str(e), EXIT_SOURCE)
     except LaunchError as e:
         fail(str(e), EXIT_USAGE)

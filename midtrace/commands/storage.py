@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, fail, open_store, store_option, trace_id_option)
+    EXIT_USAGE, StoreCommand, fail, open_store, store_option, trace_id_option)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -36,7 +36,7 @@ def ingest(db: Path, files: tuple[Path, ...]) -> None:
         sys.exit(1)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 def rebuild(db: Path) -> None:
     """Derive request, chunk and placement rows again from the kept spans (no collector may hold the store)."""
@@ -57,16 +57,17 @@ def rebuild(db: Path) -> None:
         sys.exit(1)
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @click.option("--older-than", envvar="MIDTRACE_OLDER_THAN", show_envvar=True, default=None,
               help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
 @trace_id_option
 @click.option("--compact/--no-compact", envvar="MIDTRACE_COMPACT", show_envvar=True, default=True,
-              help="Rewrite the file afterwards so deleted text leaves no bytes on disk.")
+              help="Rewrite the file afterwards so deleted text leaves no bytes on disk; also "
+                   "done when an earlier prune's rewrite was skipped or cut short.")
 def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
     """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
-    from midtrace.collector.storage.retention import check_trace_id, parse_age
+    from midtrace.collector.storage.retention import check_trace_id, compaction_pending, parse_age
     from midtrace.collector.storage.retention import compact as compact_file
     from midtrace.collector.storage.retention import prune as prune_traces
 
@@ -81,16 +82,17 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
     store = open_store(db)
     try:
         report = prune_traces(store, age, trace_ids)
+        compact = compact and compaction_pending(store)
     finally:
         store.close()
-    if compact and report.traces:
+    if compact:
         compact_file(db)
     click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
                f"requests, {report.outcomes} outcomes from {db}"
-               + (" (file compacted)" if compact and report.traces else ""))
+               + (" (file compacted)" if compact else ""))
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @store_option()
 @trace_id_option
 def export(db: Path, trace_ids: tuple[str, ...]) -> None:

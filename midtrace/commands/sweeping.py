@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, default_of, fail, from_env, store_option, token_option, url_option)
+    EXIT_USAGE, StoreCommand, default_of, fail, from_env, store_option, token_option, url_option)
 from midtrace.sweep.settings import RetryPolicy, SweepSettings
 
 
@@ -22,7 +22,7 @@ def retry_default(name: str) -> Any:
 
 
 
-@click.command()
+@click.command(cls=StoreCommand)
 @click.option("--cases", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Cases file, JSON lines (docs/sweep.md).")
 @click.option("--endpoint", envvar="MIDTRACE_SWEEP_ENDPOINT", show_envvar=True, required=True,

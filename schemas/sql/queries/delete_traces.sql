@@ -1,5 +1,8 @@
--- Everything stored for the traces $trace_ids: derived rows, every outcome, the kept spans;
--- then texts no remaining span or chunk refers to.
+-- Everything stored for the traces $trace_ids: derived rows and their request_evidence rows,
+-- every outcome, the kept spans; then texts no remaining span or chunk refers to. A migration
+-- that adds a table holding rows of a trace adds its delete here (tests/test_prune.py checks
+-- every table of the file).
+DELETE FROM request_evidence WHERE trace_id IN (SELECT unnest($trace_ids));
 DELETE FROM chunks WHERE request_id IN (
     SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
 DELETE FROM placements WHERE request_id IN (

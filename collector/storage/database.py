@@ -1,0 +1,96 @@
+"""Opening a DuckDB file, and what to tell the user when the file cannot be used.
+
+Every way into a store goes through :func:`connect` (the writer's ``Store.open``, the
+read-only file client, compaction). A file that is not a DuckDB database, one another process
+holds, one written by a newer DuckDB, or one with a damaged block becomes a :class:`StoreError`
+whose message is one line: what is wrong with the file and what to do. :func:`describe` says
+the same of a DuckDB error met later, while reading or writing (a damaged block is found only
+when something reads it).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+
+# DuckDB's main file header: an 8-byte checksum, then these magic bytes.
+_MAGIC = b"DUCK"
+_MAGIC_AT = 8
+_SQLITE = b"SQLite format 3\x00"
+_LOCK_PID = re.compile(r"PID (\d+)")
+_DAMAGE = re.compile(r"corrupt|checksum|could not read enough bytes|failed to deserial|"
+                     r"invalidated", re.I)
+_NEWER_DUCKDB = re.compile(r"version number|storage version|newer version", re.I)
+RESTORE = "restore it from a backup (docs/collector.md, \"Backup\") or move it aside to start a new store"
+
+
+class StoreError(Exception):
+    """The database cannot be used; the message says why and what to do."""
+
+
+class DatabaseBusy(StoreError):
+    """Another process (a running collector) holds the database file."""
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file, or raise a StoreError that says what is wrong with it."""
+    path = Path(path)
+    _check_header(path)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as e:
+        message = str(e)
+        if isinstance(e, duckdb.IOException) and "lock" in message.lower():
+            pid = _LOCK_PID.search(message)
+            holder = f" (pid {pid[1]})" if pid else ""
+            raise DatabaseBusy(
+                f"{path} is held by another process{holder}, most likely a running midtrace "
+                "collector; stop it, or read through it with --url") from e
+        raise describe(path, e) from e
+
+
+def _check_header(path: Path) -> None:
+    # A file that is not DuckDB's is refused before DuckDB sees it: DuckDB would try to load
+    # an extension for some formats (SQLite), from the network if need be.
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE))
+    except FileNotFoundError:
+        return  # a new store
+    except IsADirectoryError:
+        raise StoreError(f"{path} is a directory; name a DuckDB file, e.g. {path / 'traces.duckdb'}") from None
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from e
+    if head[_MAGIC_AT:_MAGIC_AT + len(_MAGIC)] == _MAGIC:
+        return
+    what = ("is empty" if not head else
+            "is a SQLite database" if head == _SQLITE else "is not a DuckDB database file")
+    raise StoreError(f"{path} {what}, not a midtrace store; name a store midtrace wrote, or a "
+                     "path that does not exist yet for a new one")
+
+
+def describe(path: str | Path | None, error: duckdb.Error) -> StoreError:
+    """A DuckDB error met while using the file at ``path``, as one line saying what to do."""
+    return known_cause(path, error) or StoreError(
+        f"cannot use {path or 'the store'}: {first_line(error)}")
+
+
+def known_cause(path: str | Path | None, error: duckdb.Error) -> StoreError | None:
+    """What is wrong with the file when ``error`` shows it (a damaged block, a newer DuckDB's
+    format), as one line saying what to do; None when the error does not say."""
+    where = str(path) if path is not None else "the store"
+    reason = first_line(error)
+    if _DAMAGE.search(str(error)):
+        return StoreError(f"{where} is damaged ({reason}); {RESTORE}")
+    if isinstance(error, duckdb.IOException) and _NEWER_DUCKDB.search(str(error)):
+        return StoreError(f"{where} was written by a newer DuckDB than this midtrace uses "
+                          f"({reason}); upgrade midtrace to open it")
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (DuckDB adds hints and links on later lines)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
