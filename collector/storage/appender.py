@@ -24,11 +24,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
 from midtrace.collector.storage.store import WriteJob, is_fatal
+from midtrace.collector.storage.threads import STOP, settle, stop, take_group
 from midtrace.collector.storage.writer import QueueFull, Writer
 from midtrace.schemas.span import SpanRecord
 
@@ -87,9 +88,6 @@ class _Item:
     future: Future[int]
 
 
-_STOP = object()
-
-
 class Appender:
     def __init__(self, intake_log: IntakeLog, writer: Writer, freshness: Freshness,
                  max_queue: int = 64, max_group: int = 16,
@@ -137,14 +135,7 @@ class Appender:
         if self._closed:
             return
         self._closed = True
-        deadline = time.monotonic() + timeout
-        while self._thread.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=0.1)
-                break
-            except queue.Full:
-                continue
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        stop(self._queue, self._thread, timeout)
         self.log.close()
 
     def _run(self) -> None:
@@ -155,21 +146,11 @@ class Appender:
                 except queue.Empty:
                     self._try_reopen()
                     continue
-                if item is _STOP:
+                if item is STOP:
                     return
-                group = [item]
-                stop = False
-                while len(group) < self.max_group:
-                    try:
-                        nxt = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is _STOP:
-                        stop = True
-                        break
-                    group.append(nxt)
-                self._append(group)  # type: ignore[arg-type]
-                if stop:
+                group, stopping = take_group(self._queue, item, lambda g: len(g) < self.max_group)
+                self._append(group)
+                if stopping:
                     return
         except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
             self.last_error = f"appender stopped: {e!r}"
@@ -217,7 +198,7 @@ class Appender:
             log.error("intake log append of %d exports failed: %s", len(group), e)
             error = StoreUnavailable(f"{self.unwritable}; nothing of this export was kept, retry")
             for item in group:
-                _settle(item.future, error=error)
+                settle(item.future, error=error)
             return
         if self.unwritable:
             log.warning("the store writes again")
@@ -226,17 +207,7 @@ class Appender:
         self.commits += 1
         self.freshness.acked(ids)
         for export_id, item in zip(ids, group):
-            _settle(item.future, export_id)  # durable now: acknowledge
+            settle(item.future, export_id)  # durable now: acknowledge
         for export_id, item in zip(ids, group):
             # In order, so the writer derives exports in the order they were acknowledged.
             self.writer.submit_blocking(WriteJob(spans=item.spans, export_id=export_id))
-
-
-def _settle(fut: Future[int], value: int | None = None, error: BaseException | None = None) -> None:
-    try:
-        if error is not None:
-            fut.set_exception(error)
-        else:
-            fut.set_result(value)  # type: ignore[arg-type]
-    except InvalidStateError:
-        pass  # its caller stopped waiting: the export is logged and will be derived all the same

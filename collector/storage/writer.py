@@ -19,10 +19,11 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from midtrace.collector.storage.threads import STOP, settle, stop, take_group
 from midtrace.collector.storage.store import (
     Store, WriteJob, WriteStats, is_fatal, is_storage_error)
 
@@ -44,20 +45,7 @@ class WriterCounters:
     last_error: str | None = None
 
 
-_STOP = object()
 STORAGE_RETRY_SECONDS = 0.5
-
-
-def _settle(fut: Future[WriteStats], stats: WriteStats | None = None,
-            error: BaseException | None = None) -> None:
-    """Answer a job's Future unless its caller has cancelled it (never raises)."""
-    try:
-        if error is not None:
-            fut.set_exception(error)
-        else:
-            fut.set_result(stats)  # type: ignore[arg-type]
-    except InvalidStateError:
-        pass  # cancelled by its caller: the job was committed all the same
 
 
 class Writer:
@@ -113,14 +101,7 @@ class Writer:
         if self._closed:
             return
         self._closed = True
-        deadline = time.monotonic() + timeout
-        while self._thread.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=0.1)
-                break
-            except queue.Full:
-                continue
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        stop(self._queue, self._thread, timeout)
         self.store.close()
 
     def _run(self) -> None:
@@ -133,27 +114,22 @@ class Writer:
     def _loop(self) -> None:
         while True:
             item = self._queue.get()
-            if item is _STOP:
+            if item is STOP:
                 return
-            batch = [item]
-            n_spans = len(item[0].spans)  # type: ignore[index]
-            stop = False
-            while n_spans < self.max_batch_spans:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stop = True
-                    break
-                batch.append(nxt)
-                n_spans += len(nxt[0].spans)  # type: ignore[index]
-            self._commit(batch)  # type: ignore[arg-type]
+            n_spans = 0
+
+            def room(batch: list[tuple[WriteJob, Future[WriteStats]]]) -> bool:
+                nonlocal n_spans
+                n_spans += len(batch[-1][0].spans)
+                return n_spans < self.max_batch_spans
+
+            batch, stopping = take_group(self._queue, item, room)
+            self._commit(batch)
             export_ids = [job.export_id for job, _ in batch  # type: ignore[misc]
                           if job.export_id is not None]
             if export_ids and self.on_derived is not None:
                 self.on_derived(max(export_ids))
-            if stop:
+            if stopping:
                 return
 
     def _commit(self, batch: list[tuple[WriteJob, Future[WriteStats]]]) -> None:
@@ -167,7 +143,7 @@ class Writer:
             return
         self._count(stats, len(batch))
         for _, fut in batch:
-            _settle(fut, stats)
+            settle(fut, stats)
         log.debug("committed %d jobs, %d spans in %.1f ms", len(batch), stats.spans,
                   (time.perf_counter() - started) * 1000)
 
@@ -190,14 +166,14 @@ class Writer:
                 self._fail(job, fut, e)
                 return
         self._count(stats, 1)
-        _settle(fut, stats)
+        settle(fut, stats)
 
     def _fail(self, job: WriteJob, fut: Future[WriteStats], e: Exception) -> None:
         self.counters.failed_jobs += 1
         self.counters.last_error = str(e)
         trace_ids = sorted({s.trace_id for s in job.spans})[:5]
         log.error("write failed for traces %s: %s", ", ".join(trace_ids) or "-", e)
-        _settle(fut, error=e)
+        settle(fut, error=e)
 
     def _count(self, stats: WriteStats, jobs: int) -> None:
         c = self.counters

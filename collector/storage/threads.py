@@ -1,0 +1,57 @@
+"""What the appender and the writer threads share: answering a Future its caller may have
+given up on, taking whatever is waiting as one group, and stopping without waiting on a
+thread that is gone."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+STOP = object()
+"""Put on a queue to stop the thread that takes from it, after what is queued before it."""
+
+
+def settle(fut: Future[T], value: T | None = None, error: BaseException | None = None) -> None:
+    """Answer a Future unless its caller has cancelled it (a gRPC deadline, a closed
+    connection); never raises, so no caller can stop the thread that answers."""
+    try:
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass  # cancelled: the work was done all the same, only the answer is dropped
+
+
+def take_group(q: queue.Queue[Any], first: Any, room: Callable[[list[Any]], bool]) -> tuple[list[Any], bool]:
+    """``first`` and whatever else is waiting while ``room(group)`` holds, without waiting;
+    the second value says whether STOP was taken (stop after this group)."""
+    group = [first]
+    while room(group):
+        try:
+            item = q.get_nowait()
+        except queue.Empty:
+            break
+        if item is STOP:
+            return group, True
+        group.append(item)
+    return group, False
+
+
+def stop(q: queue.Queue[Any], thread: threading.Thread, timeout: float) -> None:
+    """Queue STOP behind what is queued and wait up to ``timeout`` for the thread to finish.
+    A thread that is gone already is not waited for (its queue may be full forever)."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive():
+        try:
+            q.put(STOP, timeout=0.1)
+            break
+        except queue.Full:
+            continue
+    thread.join(max(0.0, deadline - time.monotonic()))
