@@ -32,14 +32,19 @@ with st.container(border=True):
 def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
     cols = [c for c in ("time", "question", "taxonomy_class", "decisive_band", "model", "trace_id")
             if c in rows.columns]
-    event = st.dataframe(rows[cols], key=key, hide_index=True, width="stretch",
-                         on_select="rerun", selection_mode="single-row",
-                         column_config={"time": st.column_config.DatetimeColumn(
-                             "time (UTC)", format="YYYY-MM-DD HH:mm"),
-                             "question": st.column_config.TextColumn(width="large")})
-    if event.selection.rows:
-        chosen = str(rows.iloc[event.selection.rows[0]]["trace_id"])
-        st.switch_page("app_pages/inspector.py", query_params={"trace_id": chosen})
+
+    def open_chosen() -> None:
+        # The trace id box is bound to the URL, so the URL cannot be set around it
+        # (switch_page with query_params raises): set the box, before the rerun draws it.
+        picked = st.session_state[key].selection.rows
+        if picked:
+            st.session_state["trace_id"] = str(rows.iloc[picked[0]]["trace_id"])
+
+    st.dataframe(rows[cols], key=key, hide_index=True, width="stretch",
+                 on_select=open_chosen, selection_mode="single-row",
+                 column_config={"time": st.column_config.DatetimeColumn(
+                     "time (UTC)", format="YYYY-MM-DD HH:mm"),
+                     "question": st.column_config.TextColumn(width="large")})
 
 
 if search:

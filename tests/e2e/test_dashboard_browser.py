@@ -188,3 +188,29 @@ def test_a_failure_class_opens_its_requests_and_a_request_opens_the_inspector(
     assert re.fullmatch(r"\./inspector\?trace_id=[0-9a-f]{32}", href), href
     open_page(page, stack, "inspector", href.split("?", 1)[1])
     expect(page.locator(b.CHART)).to_have_count(1)
+
+
+def select_first_row(page: Page, key: str) -> None:
+    """Tick the first row of a selectable st.dataframe: it draws on a canvas, so the click
+    goes to where the row's selection box is (the left edge, one header below the top)."""
+    grid = page.locator(f'.st-key-{key} [data-testid="stDataFrame"]')
+    expect(grid).to_be_visible()
+    box = grid.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 35 / 2)
+
+
+@pytest.mark.parametrize("how", ["recent", "found"])
+def test_a_request_picked_from_the_inspector_lists_opens_without_an_error(
+        page: Page, stack: Stack, how: str) -> None:
+    open_page(page, stack, "inspector")
+    if how == "found":
+        page.get_by_role("textbox", name="…or find by question text").fill("opened item")
+        page.keyboard.press("Enter")
+        expect(page.get_by_text("Requests whose question contains the text")).to_be_visible()
+        b.wait_rendered(page, timeout=90)
+    select_first_row(page, how)
+    expect(page).to_have_url(re.compile(r"trace_id=[0-9a-f]{32}"), timeout=30_000)
+    b.wait_rendered(page, timeout=90)
+    expect(page.locator(b.EXCEPTION)).to_have_count(0)
+    expect(page.locator(b.CHART)).to_have_count(1)  # the prompt strip of the chosen request
