@@ -1,7 +1,7 @@
 """The sidebar filters, kept in the URL so that a link reproduces the view.
 
 Keys are the query API's filter keys (since, until, service, model, template, strategy,
-context_bucket). The select boxes are bound to the URL by Streamlit itself
+context_bucket, traffic). The select boxes are bound to the URL by Streamlit itself
 (``bind="query-params"``). The time range is written to the URL on every run, even when it is
 the default, because its default moves with the newest data: a link must keep its weeks.
 ``until`` is an inclusive date in the URL, as a reader expects; the query gets the day after.
@@ -15,6 +15,13 @@ from typing import Any
 import streamlit as st
 
 DEFAULT_WEEKS = 8
+TRAFFIC = ("production", "experiment", "all")
+TRAFFIC_NOTES = {
+    "production": "Counting production traffic: requests of no experiment (sweeps and replays "
+                  "are left out; switch Traffic to see them).",
+    "experiment": "Counting experiment traffic only: sweeps and replays.",
+    "all": "Counting all traffic: production and experiments together.",
+}
 SELECT_KEYS = ("service", "model", "template", "strategy", "context_bucket")
 CONTEXT_BUCKETS = ("<4k", "4k-16k", "16k-64k", "64k+")
 LABELS = {"service": "Service", "model": "Model", "template": "Prompt template",
@@ -97,6 +104,11 @@ def sidebar(facets: dict[str, Any]) -> dict[str, str]:
                        f"last {DEFAULT_WEEKS} weeks of data.")
             params["since"] = since.isoformat()
             params["until"] = until.isoformat()
+        traffic = st.selectbox("Traffic", TRAFFIC, index=0, key="traffic", bind="query-params",
+                               help="Production is every request that belongs to no experiment; "
+                                    "experiments are sweeps and replays.")
+        if traffic and traffic != "production":
+            params["traffic"] = str(traffic)
         for key in SELECT_KEYS:
             options = _options(facets, key)
             if not options and key != "context_bucket":
@@ -129,3 +141,8 @@ def current() -> dict[str, str]:
     """The filters the router drew on this run (for the page it is running)."""
     params: dict[str, str] = st.session_state.get("_params", {})
     return params
+
+
+def traffic_note(default: str = "production") -> str:
+    """The sentence a page shows under its title: which traffic it counts."""
+    return TRAFFIC_NOTES[current().get("traffic", default)]

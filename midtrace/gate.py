@@ -7,6 +7,8 @@ evidence protects nothing.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,7 +95,9 @@ def evaluate(client: Client, filters: Filters = Filters(),
                              rate is not None and rate <= thresholds.max_buried_rate,
                              f"{int(_value(buried, 'buried') or 0)} buried of {wrong} wrong"))
     if thresholds.max_sensitivity_delta is not None:
-        sweep = client.view("sweep_summary", filters)
+        # position sensitivity is an experiment's number: production filters do not hide it
+        sweep = client.view("sweep_summary", dataclasses.replace(filters, traffic=None)
+                            if filters.traffic == "production" else filters)
         deltas = sweep.dropna(subset=["sensitivity_delta"]) if not sweep.empty else sweep
         if deltas.empty:
             checks.append(Check("max_sensitivity_delta", thresholds.max_sensitivity_delta, None,

@@ -101,6 +101,7 @@ def build_report(client: Client, filters: Filters = Filters(),
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "filters": filters.to_params(),
+        "traffic": filters.effective_traffic(),
         "group_by": group_by,
     }
     overall = client.view("overview", filters)
@@ -157,12 +158,21 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def traffic_sentence(traffic: str) -> str:
+    """What the report counts, said once at the top."""
+    return {"production": "Counts production traffic (requests of no experiment); the sweep "
+                          "sections count the experiments.",
+            "experiment": "Counts experiment traffic only (sweeps and replays).",
+            "all": "Counts all traffic, production and experiments together."}[traffic]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     lines = ["# midtrace report", ""]
     filters = report["filters"]
     lines.append("Filters: " + (", ".join(f"`{k}={v}`" for k, v in filters.items()) or "none")
                  + (f"; grouped by {', '.join(report['group_by'])}" if report["group_by"] else "")
                  + f"; {report['requests']} requests; generated {report['generated_at']}.")
+    lines += ["", traffic_sentence(report["traffic"])]
     for section, title in TITLES.items():
         lines += ["", f"## {title}", ""]
         header, body = _table_rows(report[section])
@@ -232,6 +242,7 @@ def render_html(report: dict[str, Any]) -> str:
         f"<p>Filters: {escape(', '.join(f'{k}={v}' for k, v in report['filters'].items()) or 'none')}"
         f"{escape('; grouped by ' + ', '.join(report['group_by'])) if report['group_by'] else ''}"
         f"; {report['requests']} requests; generated {escape(report['generated_at'])}.</p>",
+        f"<p>{escape(traffic_sentence(report['traffic']))}</p>",
     ]
     parts += [f"<figure>{chart}</figure>" for chart in charts(report)]
     for section, title in TITLES.items():

@@ -169,8 +169,12 @@ def positions(module_collector: Proc) -> dict[str, str]:
 
 
 def test_accuracy_by_band_with_wilson_intervals(client: HttpClient, positions: dict[str, str]) -> None:
-    band = rows(client.view("accuracy_by_band", Filters(service="position")), "band")
+    # p6 is a closed-book sweep request: production traffic (the default) has no absent band
+    production = rows(client.view("accuracy_by_band", Filters(service="position")), "band")
+    assert list(production) == ["early", "middle", "late"]
+    band = rows(client.view("accuracy_by_band", Filters(service="position", traffic="all")), "band")
     assert list(band) == ["absent", "early", "middle", "late"]
+    assert production["early"] == band["early"]
     # early: p1 (right), p2 (wrong), p7 (ungraded) -> requests 3, n 2, correct 1
     # middle: p3 (wrong), p5 (k=1, right) -> 2, 2, 1; late: p4 -> 1, 1, 1; absent: p6 -> 1, 1, 0
     expected = {"early": (3, 2, 1), "middle": (2, 2, 1), "late": (1, 1, 1), "absent": (1, 1, 0)}
@@ -395,7 +399,8 @@ def test_sweep_metrics(module_collector: Proc, client: HttpClient) -> None:
     assert close(sweep["answer_consistency_ci_high"], wilson(1, 2)[1])
     assert sweep["constraints_required"] == 0 and pd.isna(sweep["constraint_recall"])
 
-    u = client.view("unsupported_confidence", f).iloc[0]
+    u = client.view("unsupported_confidence", Filters(service="sweep", traffic="experiment")).iloc[0]
+    assert client.view("unsupported_confidence", f).iloc[0]["graded"] == 0  # production: none
     # graded with g in the prompt and a confidence: 6 (all but absent); unsupported: c1 middle
     assert (u["graded"], u["graded_with_evidence_and_confidence"], u["unsupported"]) == (8, 6, 1)
     assert u["unsupported_buried"] == 1 and close(u["unsupported_rate"], 1 / 6)

@@ -47,9 +47,9 @@ def test_views_list_and_json_shape(module_collector: Proc, sent: list[str]) -> N
     assert [v["name"] for v in listed["views"]] == list(reads.metric_views())
     assert listed["group_by"] == list(reads.GROUP_KEYS)
     body = get(module_collector, "/api/v1/views/accuracy_by_band", service="api",
-               group_by="model,week").json()
+               group_by="model,week", traffic="all").json()
     assert body["view"] == "accuracy_by_band" and body["group_by"] == ["model", "week"]
-    assert body["filters"] == {"service": "api"}
+    assert body["filters"] == {"service": "api", "traffic": "all"}
     assert body["columns"][:3] == ["model", "week", "band"]
     # 1: g slot 1 of 2, (1 - 0.5) / 2 = 0.25 early; 2: g at [500, 520) of 20000 tokens,
     # 510 / 20000 = 0.0255 early; 3: k=1, 0.5 middle. 2026-09-22 is in the week of Monday 09-21.
@@ -96,7 +96,12 @@ def test_sql_looking_values_are_only_values(module_collector: Proc, sent: list[s
         assert body["rows"][0]["requests"] == 0
         page = get(module_collector, "/api/v1/requests", q=value).json()
         assert page["rows"] == [] and page["total"] == 0
-    assert get(module_collector, "/api/v1/views/overview", service="api").json()["rows"][0]["requests"] == 3
+    assert get(module_collector, "/api/v1/views/overview", service="api",
+               traffic="all").json()["rows"][0]["requests"] == 3
+    # the third request belongs to experiment "e": production traffic, the default, is two
+    assert get(module_collector, "/api/v1/views/overview", service="api").json()["rows"][0]["requests"] == 2
+    assert get(module_collector, "/api/v1/views/overview", service="api",
+               traffic="experiment").json()["rows"][0]["requests"] == 1
 
 
 def test_unknown_trace_is_404(module_collector: Proc) -> None:
@@ -105,7 +110,7 @@ def test_unknown_trace_is_404(module_collector: Proc) -> None:
 
 
 def test_requests_page_and_trace(module_collector: Proc, sent: list[str]) -> None:
-    page = get(module_collector, "/api/v1/requests", service="api", limit="2").json()
+    page = get(module_collector, "/api/v1/requests", service="api", limit="2", traffic="all").json()
     assert page["total"] == 3 and page["limit"] == 2 and page["offset"] == 0
     assert [r["trace_id"] for r in page["rows"]] == [sent[2], sent[1]]  # newest first
     trace = get(module_collector, f"/api/v1/traces/{sent[1]}").json()
@@ -131,9 +136,11 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
         FileClient(module_collector.db_path)  # type: ignore[attr-defined]
     cases = [(name, f, g) for name in reads.metric_views()
              for f, g in ((Filters(), ()), (Filters(service="api"), ("week", "model")),
+                          (Filters(traffic="all"), ("experiment",)),
                           (Filters(model="m1", context_bucket="<4k"), ("strategy",)))]
     over_http = [http.view(name, f, g) for name, f, g in cases]
-    requests_http, total_http = http.requests_page(Filters(service="api"), limit=2, offset=1)
+    requests_http, total_http = http.requests_page(Filters(service="api", traffic="all"), limit=2,
+                                                   offset=1)
     trace_http = http.trace(sent[0])
     facets_http = http.facets()
     settings_http = http.settings()
@@ -145,7 +152,7 @@ def test_both_backends_give_the_same_frames(module_collector: Proc, sent: list[s
     assert file.read_only
     for (name, f, g), expected in zip(cases, over_http):
         pd.testing.assert_frame_equal(file.view(name, f, g), expected, obj=f"{name} {f} {g}")
-    page, total = file.requests_page(Filters(service="api"), limit=2, offset=1)
+    page, total = file.requests_page(Filters(service="api", traffic="all"), limit=2, offset=1)
     pd.testing.assert_frame_equal(page, requests_http)
     assert total == total_http == 3 and len(page) == 2
     assert str(page["time"].dt.tz) == "UTC"  # whatever the machine's time zone

@@ -79,11 +79,13 @@ def test_incident_traces_are_found_by_question_text(sample_db: Path, incident: s
     assert question_text.lower() in detail["request"]["question"].lower()
 
 
-def test_experiment_none_keeps_production_traffic_only(sample_db: Path) -> None:
-    everything = report(sample_db)["requests"]
-    production = report(sample_db, "--filter", "experiment=(none)")["requests"]
+def test_the_report_counts_production_traffic_unless_asked(sample_db: Path) -> None:
+    everything = report(sample_db, "--filter", "traffic=all")["requests"]
+    production = report(sample_db)["requests"]
     sweep = MANIFEST["sweep"]["requests"]
     assert everything - production == sweep
+    assert report(sample_db, "--filter", "experiment=(none)")["requests"] == production
+    assert report(sample_db, "--filter", "traffic=experiment")["requests"] == sweep
 
 
 def test_every_sample_lies_in_the_four_sample_weeks(sample_db: Path) -> None:

@@ -34,7 +34,9 @@ EVERY_FILTER = reads.Filters(
     model="m", template="t", strategy="edge", experiment="e", context_bucket="<4k")
 NO_EXPERIMENT = reads.Filters(service="s", experiment=reads.NO_EXPERIMENT)
 # every condition of schemas/sql/parts/filters.sql
-CONDITIONS = [*reads.FILTER_KEYS, "no_experiment", "question", "class"]
+# (traffic is not a condition of its own: it becomes no_experiment or any_experiment)
+CONDITIONS = [*(k for k in reads.FILTER_KEYS if k != "traffic"), "no_experiment",
+              "any_experiment", "question", "class"]
 
 
 def assert_consumed(sql: str, where: str) -> None:
@@ -49,8 +51,10 @@ def empty() -> Iterator[duckdb.DuckDBPyConnection]:
     store.close()
 
 
-@pytest.mark.parametrize("filters", [reads.Filters(), EVERY_FILTER, NO_EXPERIMENT],
-                         ids=["no filter", "every filter", "no experiment"])
+@pytest.mark.parametrize("filters", [reads.Filters(), EVERY_FILTER, NO_EXPERIMENT,
+                                     reads.Filters(traffic="all"), reads.Filters(traffic="experiment")],
+                         ids=["no filter", "every filter", "no experiment", "all traffic",
+                              "experiment traffic"])
 def test_every_metric_view_renders_and_runs_with_every_group_key(
         empty: duckdb.DuckDBPyConnection, filters: reads.Filters) -> None:
     groupings = [(), *((key,) for key in reads.GROUP_KEYS), reads.GROUP_KEYS]
@@ -61,7 +65,7 @@ def test_every_metric_view_renders_and_runs_with_every_group_key(
             table = reads.run_view(empty, name, filters, group_by)
             own = [k for k in group_by if k not in reads.metric_views()[name].keys]
             assert table.column_names[:len(own)] == own, (name, group_by)
-            assert set(params) == set(filters.to_params()) - (
+            assert set(params) == set(filters.to_params()) - {"traffic"} - (
                 {"experiment"} if filters.experiment == reads.NO_EXPERIMENT else set())
 
 

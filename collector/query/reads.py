@@ -28,13 +28,15 @@ from typing import Any
 from midtrace.sql import sqlfiles
 
 FILTER_KEYS: tuple[str, ...] = (
-    "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket")
+    "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket",
+    "traffic")
 GROUP_KEYS: tuple[str, ...] = (
     "service", "model", "template", "strategy", "experiment", "context_bucket", "week")
 CONTEXT_BUCKETS: tuple[str, ...] = ("<4k", "4k-16k", "16k-64k", "64k+")
 BANDS: tuple[str, ...] = ("early", "middle", "late")
 TAXONOMY_CLASSES: tuple[str, ...] = (
     "ungraded", "answered", "missing", "dropped", "buried", "unused", "unlabeled")
+TRAFFIC = ("production", "experiment", "all")
 MAX_OFFSET = 2**62  # DuckDB binds offsets as BIGINT
 MAX_LIMIT = 1000
 
@@ -86,8 +88,18 @@ class Filters:
     strategy: str | None = None
     experiment: str | None = None
     context_bucket: str | None = None
+    traffic: str | None = None  # production | experiment | all; unset: see effective_traffic
 
     def __post_init__(self) -> None:
+        if self.traffic is not None and self.traffic not in TRAFFIC:
+            raise QueryError(f"traffic {self.traffic!r} is not one of {', '.join(TRAFFIC)}")
+        named = self.experiment is not None and self.experiment != NO_EXPERIMENT
+        if named and self.traffic == "production":
+            raise QueryError(f"experiment={self.experiment} is experiment traffic; it cannot be "
+                             "read with traffic=production")
+        if self.experiment == NO_EXPERIMENT and self.traffic == "experiment":
+            raise QueryError(f"experiment={NO_EXPERIMENT} is production traffic; it cannot be "
+                             "read with traffic=experiment")
         if self.context_bucket is not None and self.context_bucket not in CONTEXT_BUCKETS:
             raise QueryError(f"context_bucket {self.context_bucket!r} is not one of "
                              f"{', '.join(CONTEXT_BUCKETS)}")
@@ -123,6 +135,15 @@ class Filters:
     def is_empty(self) -> bool:
         return not self.to_params()
 
+    def effective_traffic(self, default: str = "production") -> str:
+        """The traffic counted: as asked; else experiment traffic when an experiment is
+        named; else ``default`` (production, or experiment for the sweep views)."""
+        if self.traffic is not None:
+            return self.traffic
+        if self.experiment is not None:
+            return "production" if self.experiment == NO_EXPERIMENT else "experiment"
+        return default
+
 
 def parse_group_by(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """Group-by keys from ``"a,b"`` or a sequence; an unknown key is a QueryError."""
@@ -147,6 +168,7 @@ class MetricView:
     description: str
     keys: tuple[str, ...]
     template: sqlfiles.SqlFile
+    traffic: str = "production"  # what the view counts unless asked: its `-- traffic:` line
 
 
 @cache
@@ -160,12 +182,13 @@ def metric_views() -> dict[str, MetricView]:
                 description = line.removeprefix("-- metric:").strip()
             elif line.startswith("-- keys:"):
                 keys = tuple(k.strip() for k in line.removeprefix("-- keys:").split(",") if k.strip())
+
         if description is None:
             continue
         if "facts" not in sqlfiles.placeholders(f.path):
             raise RuntimeError(f"metric view file {f.path} does not read {{{{ facts }}}}")
         name = sqlfiles.view_name(sqlfiles.render_view(f))
-        out[name] = MetricView(name, description, keys or (), f)
+        out[name] = MetricView(name, description, keys or (), f, sqlfiles.default_traffic(f) or "production")
     return out
 
 
@@ -174,18 +197,23 @@ def metric_views() -> dict[str, MetricView]:
 NO_EXPERIMENT = "(none)"
 
 
-def _conditions(filters: Filters) -> tuple[list[str], dict[str, Any]]:
+def _conditions(filters: Filters, default_traffic: str = "production") -> tuple[list[str], dict[str, Any]]:
     """The filter conditions that apply (names in schemas/sql/parts/filters.sql) and their
-    parameters."""
+    parameters. Traffic (docs/architecture.md): production unless asked otherwise."""
     names: list[str] = []
     params: dict[str, Any] = {}
     for key in FILTER_KEYS:
         value = getattr(filters, key)
-        if key == "experiment" and value == NO_EXPERIMENT:
-            names.append("no_experiment")
-        elif value is not None:
+        if key == "traffic" or (key == "experiment" and value == NO_EXPERIMENT):
+            continue
+        if value is not None:
             names.append(key)
             params[key] = value
+    traffic = filters.effective_traffic(default_traffic)
+    if traffic == "production":
+        names.append("no_experiment")
+    elif traffic == "experiment":
+        names.append("any_experiment")
     return names, params
 
 
@@ -197,7 +225,7 @@ def view_query(name: str, filters: Filters = Filters(),
     if view is None:
         raise QueryError(f"unknown view {name!r}; allowed: {', '.join(views)}")
     keys = [k for k in parse_group_by(group_by) if k not in view.keys]
-    conditions, params = _conditions(filters)
+    conditions, params = _conditions(filters, view.traffic)
     inputs = sqlfiles.metric_inputs(conditions, keys)
     sql = sqlfiles.view_body(sqlfiles.render_view(view.template, **inputs))
     if keys and not view.keys:

@@ -8,6 +8,7 @@ from midtrace.dashboard import data, figures, filters, ui
 
 params = data.params_key(filters.current())
 st.title("Citations")
+st.caption(filters.traffic_note())
 st.caption("Citation alignment: among requests whose decisive evidence was in the prompt, the "
            "share whose answer cited a decisive chunk. Its fall over time is citation drift; "
            "beside it, the share of citing answers that cite a deprecated or non-canonical "

@@ -8,6 +8,7 @@ from midtrace.dashboard import data, figures, filters, frames, ui
 
 params = dict(filters.current())
 st.title("Experiments")
+st.caption(filters.traffic_note("experiment"))
 st.caption("Placement sweeps: the same cases asked with the decisive chunk moved through the "
            "prompt, under each packing strategy. Accuracy per placement with Wilson 95% "
            "intervals; 'absent' is the closed-book baseline.")

@@ -23,6 +23,7 @@ PAGE_SIZE = 50
 
 params = data.params_key(filters.current())
 st.title("Failures")
+st.caption(filters.traffic_note())
 st.caption("Each graded-wrong request gets one class, by the furthest stage any decisive chunk "
            "reached. Different owners act on different classes: retrieval on missing, prompt "
            "assembly on dropped, layout on buried, the model or prompt wording on unused.")

@@ -5,16 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from midtrace.dashboard import data, figures, filters, frames, ui
-from midtrace.client import NO_EXPERIMENT
 
-# The weekly review is about production traffic: requests recorded by an experiment (a
-# sweep) are left to the Experiments and Position pages.
-params = data.params_key({**filters.current(), "experiment": NO_EXPERIMENT})
+# The weekly review is about production traffic, the default (the Traffic filter).
+params = data.params_key(filters.current())
 min_n = int(data.settings()["min_n"])  # the views' own threshold, not a copy of it
 
 st.title("Weekly review")
-st.caption("The newest week in the selected range against the week before, production traffic "
-           "only (experiments are on the Experiments page). A change is called "
+st.caption(filters.traffic_note())
+st.caption("The newest week in the selected range against the week before. A change is called "
            f"out only when both weeks have at least {min_n} graded requests; shaded "
            "bands and ranges are Wilson 95% intervals.")
 

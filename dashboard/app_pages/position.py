@@ -11,6 +11,7 @@ SPLITS = {"model": "Model", "template": "Prompt template", "strategy": "Packing 
 
 params = data.params_key(filters.current())
 st.title("Where the decisive evidence sat")
+st.caption(filters.traffic_note())
 st.caption("Accuracy of graded requests by the position of their first decisive chunk in the "
            "prompt: its band (token midpoint in the first, middle or last third) and its slot "
            "among the k chunks. Error bars are Wilson 95% intervals; n is graded requests.")

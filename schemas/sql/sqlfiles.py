@@ -147,14 +147,32 @@ def metric_inputs(filters: Sequence[str] = (), group_keys: Sequence[str] = ()) -
             "partition": str(inputs.partition(list(group_keys)))}
 
 
-def view_defaults() -> dict[str, Any]:
-    """What every view file is rendered with when the store creates it."""
-    return {**metric_inputs(), "scope": "all"}
+# The condition (parts/filters.sql) that selects each kind of traffic; "all" needs none.
+TRAFFIC_CONDITIONS = {"production": ["no_experiment"], "experiment": ["any_experiment"], "all": []}
+
+
+def default_traffic(view: SqlFile) -> str | None:
+    """The traffic a metric view counts unless asked otherwise: its ``-- traffic:`` line, else
+    production; None for a view that is not a metric view (no ``-- metric:`` line)."""
+    lines = view.sql.splitlines()
+    if not any(line.startswith("-- metric:") for line in lines):
+        return None
+    for line in lines:
+        if line.startswith("-- traffic:"):
+            return line.removeprefix("-- traffic:").strip()
+    return "production"
+
+
+def view_defaults(view: SqlFile | None = None) -> dict[str, Any]:
+    """What a view file is rendered with when the store creates it: a metric view counts its
+    default traffic (so the stored view agrees with the query API's default)."""
+    traffic = default_traffic(view) if view is not None else None
+    return {**metric_inputs(TRAFFIC_CONDITIONS[traffic] if traffic else ()), "scope": "all"}
 
 
 def render_view(view: SqlFile, **variables: Any) -> str:
     """A view file rendered: the defaults of the stored view, overridden by ``variables``."""
-    return render(view.path, **{**view_defaults(), **variables})
+    return render(view.path, **{**view_defaults(view), **variables})
 
 
 def view_file(name: str) -> SqlFile:

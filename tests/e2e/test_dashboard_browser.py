@@ -214,3 +214,18 @@ def test_a_request_picked_from_the_inspector_lists_opens_without_an_error(
     b.wait_rendered(page, timeout=90)
     expect(page.locator(b.EXCEPTION)).to_have_count(0)
     expect(page.locator(b.CHART)).to_have_count(1)  # the prompt strip of the chosen request
+
+
+def test_pages_count_production_traffic_unless_the_traffic_filter_says_otherwise(
+        page: Page, stack: Stack) -> None:
+    """The sweep's closed-book (absent) requests are experiment traffic: not on Position by
+    default, there with traffic=all; each page says what it counts."""
+    ticks = page.locator(f"{b.CHART} .xtick text")
+    absent = page.locator(f"{b.CHART} .annotation-text").filter(has_text="absent")
+    open_page(page, stack, "position")
+    expect(page.get_by_text("Counting production traffic")).to_be_visible()
+    expect(ticks.filter(has_text="middle").first).to_be_attached()
+    expect(absent).to_have_count(0)
+    open_page(page, stack, "position", "traffic=all")
+    expect(page.get_by_text("Counting all traffic")).to_be_visible()
+    expect(absent.first).to_be_attached()

@@ -5,7 +5,8 @@
       since             time >= $since (UTC)          until     time < $until
       service, model, template, strategy, experiment, context_bucket
                         the column equals $<name>
-      no_experiment     experiment IS NULL (the filter experiment=(none))
+      no_experiment     experiment IS NULL (traffic=production, the default; experiment=(none))
+      any_experiment    experiment IS NOT NULL (traffic=experiment)
       question          the question text contains $question, case-insensitive
       class             taxonomy_class = $class
 -#}
@@ -20,6 +21,8 @@ time < $until
 {{ name }} = ${{ name }}
 {%- elif name == "no_experiment" -%}
 experiment IS NULL
+{%- elif name == "any_experiment" -%}
+experiment IS NOT NULL
 {%- elif name == "question" -%}
 request_id IN (SELECT request_id FROM requests WHERE contains(lower(question), lower($question)))
 {%- elif name == "class" -%}

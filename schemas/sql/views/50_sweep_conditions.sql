@@ -1,5 +1,6 @@
 -- metric: Sweep experiments side by side: accuracy per experiment, packing strategy and placement condition, with Wilson 95% intervals and the decisive band and slots each condition produced.
 -- keys: experiment, strategy, condition
+-- traffic: experiment
 CREATE OR REPLACE VIEW sweep_conditions AS
 SELECT {{ groups }}
     experiment,

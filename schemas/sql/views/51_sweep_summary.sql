@@ -1,5 +1,6 @@
 -- metric: Sweep metrics per experiment and packing strategy: position sensitivity delta, buried-evidence failure rate, answer consistency across permutations, constraint recall, and the closed-book baseline.
 -- keys: experiment, strategy
+-- traffic: experiment
 --
 -- sensitivity_delta: max minus min accuracy across the placement conditions (graded requests,
 --   condition 'absent' excluded; NULL with fewer than two conditions). best_condition and

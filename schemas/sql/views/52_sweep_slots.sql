@@ -1,5 +1,6 @@
 -- metric: Sweep accuracy by the prompt slot of the decisive chunk, per experiment and packing strategy, over requests with one decisive chunk (the position curve of single-evidence cases), with Wilson 95% intervals.
 -- keys: experiment, strategy, slot
+-- traffic: experiment
 --
 -- slot: the decisive chunk's 1-based position among the prompt's chunks, whatever their
 --   number k (a sweep's cases may differ in k; accuracy_by_slot keeps k apart). Requests
