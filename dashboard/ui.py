@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from midtrace import spreadsheet
 from midtrace.dashboard import data
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -29,7 +30,7 @@ def chart(fig: go.Figure, frame: pd.DataFrame, name: str, key: str | None = None
     left, right = st.columns([4, 1], vertical_alignment="center")
     if caption:
         left.caption(caption)
-    right.download_button("⬇ CSV", frame.to_csv(index=False).encode(), file_name=f"{name}.csv",
+    right.download_button("⬇ CSV", spreadsheet.to_csv(frame).encode(), file_name=f"{name}.csv",
                           mime="text/csv", key=f"csv_{key}", help=f"Download the data behind "
                           f"this chart ({len(frame):,} rows)", width="content")
     return event
@@ -40,7 +41,7 @@ def table(frame: pd.DataFrame, name: str, key: str | None = None, **kw: Any) -> 
     key = key or name
     with st.container(key=f"table_{key}"):  # the key names it in the page (tests, links)
         event = st.dataframe(frame, key=f"df_{key}", hide_index=True, width="stretch", **kw)
-        st.download_button("⬇ CSV", frame.to_csv(index=False).encode(),
+        st.download_button("⬇ CSV", spreadsheet.to_csv(frame).encode(),
                            file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}")
     return event
 
