@@ -180,3 +180,21 @@ def test_experiments_page_compares_two_layouts(env: Any,
     assert diff["x"] == ["first", "middle", "last", "absent"]
     text = dict(zip(diff["x"], diff["text"], strict=True))
     assert text["middle"] == "+100%" and text["first"] == "+0%"
+
+
+def test_inspector_search_pages_through_every_match_under_the_filters(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app("inspector")
+    at.selectbox(key="traffic").set_value("all").run()  # the sweep's answers too
+    at.text_input(key="q").input("days").run()  # answers: "Refunds within 14 days." ...
+    assert not at.exception
+    caption = next(c.value for c in at.caption if "contains the text" in c.value)
+    total = int(caption.split(": ", 1)[1].split(" match")[0].replace(",", ""))
+    assert total > 50, caption  # more than one page, or the test proves nothing
+    first = set(at.dataframe[0].value["trace_id"])
+    assert len(first) == 50
+    at.number_input(key="results_page").set_value(2).run()
+    assert not at.exception
+    second = set(at.dataframe[0].value["trace_id"])
+    assert second and not first & second

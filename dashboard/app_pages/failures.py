@@ -55,7 +55,7 @@ st.caption(" · ".join(f"{c} {int(totals.get(c, 0)):,}" for c in CLASSES)
 if cls is None:
     st.stop()
 st.caption(f"{cls}: {MEANING[cls]}. Select a row to open it in the trace inspector.")
-search = st.text_input("Question contains", key="q", placeholder="e.g. refund",
+search = st.text_input("Question or answer contains", key="q", placeholder="e.g. refund",
                        bind="query-params")
 page_no = int(st.session_state.get("page_no", 1))
 rows, total = ui.query(data.requests_page, params, search=search or None, taxonomy_class=cls,

@@ -25,8 +25,10 @@ with st.container(border=True):
                                placeholder="32 hex digits",
                                help="Paste a trace id from your logs, or pick a request on the "
                                     "right or on the Failures page.").strip().lower()
-    search = right.text_input("…or find by question text", key="find", placeholder="e.g. refund",
-                              help="Searches the whole database, newest first.")
+    search = right.text_input("…or find by question or answer text", key="q",
+                              bind="query-params", placeholder="e.g. refund, or 30 days",
+                              help="Searches questions and answers under the sidebar filters, "
+                                   "newest first.").strip()
 
 
 def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
@@ -47,13 +49,33 @@ def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
                      "question": st.column_config.TextColumn(width="large")})
 
 
+PAGE_SIZE = 50
+
 if search:
-    found = ui.query(data.requests, (), search=search, limit=50)
-    st.caption(f"Requests whose question contains the text ({len(found)} shown). Select one.")
+    params = data.params_key(filters.current())
+    try:  # the page box is drawn below the results, so read it (or the URL) first
+        page_no = max(1, int(st.session_state.get("results_page")
+                             or st.query_params.get("results_page") or 1))
+    except ValueError:
+        page_no = 1
+    found, total = ui.query(data.requests_page, params, search=search, limit=PAGE_SIZE,
+                            offset=(page_no - 1) * PAGE_SIZE)
+    pages = max(1, -(-total // PAGE_SIZE))
+    if page_no > pages:  # the filters changed under a later page
+        page_no = 1
+        found, total = ui.query(data.requests_page, params, search=search, limit=PAGE_SIZE)
+    first = (page_no - 1) * PAGE_SIZE
+    st.caption(f"Requests whose question or answer contains the text, under the sidebar "
+               f"filters: {total:,} match" + (f"; {first + 1:,}-{first + len(found):,} shown."
+                                               if total else ".") + " Select one.")
     if found.empty:
-        st.info("No request's question contains that text.")
+        st.info("No request's question or answer contains that text under these filters "
+                "(widen the dates or switch Traffic to all).")
     else:
         pick_from(found, "found")
+        if pages > 1:
+            st.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1,
+                            key="results_page", bind="query-params")
 
 if not trace_id:
     if not search:

@@ -204,13 +204,17 @@ def select_first_row(page: Page, key: str) -> None:
 def test_a_request_picked_from_the_inspector_lists_opens_without_an_error(
         page: Page, stack: Stack, how: str) -> None:
     open_page(page, stack, "inspector")
-    if how == "found":
-        page.get_by_role("textbox", name="…or find by question text").fill("opened item")
+    wanted = r"[0-9a-f]{32}"
+    if how == "found":  # a reviewer remembers what the answer said, not the question
+        page.get_by_role("textbox", name="…or find by question or answer text").fill(
+            "30 days to return")
         page.keyboard.press("Enter")
-        expect(page.get_by_text("Requests whose question contains the text")).to_be_visible()
+        expect(page.get_by_text("Requests whose question or answer contains the text")).to_be_visible()
+        expect(page).to_have_url(re.compile(r"q=30"))  # the search is kept in the link
         b.wait_rendered(page, timeout=90)
+        wanted = stack.fixture.incident
     select_first_row(page, how)
-    expect(page).to_have_url(re.compile(r"trace_id=[0-9a-f]{32}"), timeout=30_000)
+    expect(page).to_have_url(re.compile(rf"trace_id={wanted}"), timeout=30_000)
     b.wait_rendered(page, timeout=90)
     expect(page.locator(b.EXCEPTION)).to_have_count(0)
     expect(page.locator(b.CHART)).to_have_count(1)  # the prompt strip of the chosen request

@@ -7,7 +7,7 @@
                         the column equals $<name>
       no_experiment     experiment IS NULL (traffic=production, the default; experiment=(none))
       any_experiment    experiment IS NOT NULL (traffic=experiment)
-      question          the question text contains $question, case-insensitive
+      question          the question or the answer text contains $question, case-insensitive
       class             taxonomy_class = $class
 -#}
 {%- macro conditions(filters) -%}
@@ -24,7 +24,8 @@ experiment IS NULL
 {%- elif name == "any_experiment" -%}
 experiment IS NOT NULL
 {%- elif name == "question" -%}
-request_id IN (SELECT request_id FROM requests WHERE contains(lower(question), lower($question)))
+request_id IN (SELECT request_id FROM requests WHERE contains(lower(question), lower($question))
+                                                  OR contains(lower(answer), lower($question)))
 {%- elif name == "class" -%}
 taxonomy_class = $class
 {%- else -%}
