@@ -280,24 +280,29 @@ def taxonomy_by_slice(df: pd.DataFrame, dim: str, title: str | None = None,
 
 
 def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
-    """Week-over-week change per slice (``slice``, ``delta``, ``before``, ``after``, ``n``)."""
-    if df.empty:
+    """Week-over-week change per slice that has data in both weeks (frames.slice_moves rows of
+    kind ``moved``): coloured better or worse only when the change is called (z-test,
+    p < 0.05), grey otherwise; each bar says the two values and both n."""
+    frame = df[df["kind"] == "moved"] if "kind" in df else df
+    if frame.empty:
         return empty("No slice has data in both of the last two weeks")
-    frame = df.sort_values("delta")
+    frame = frame.sort_values("delta")
     called = frame["called"] if "called" in frame else pd.Series(True, index=frame.index)
     colors = ["#bbbbbb" if not c else ("#d62728" if d < 0 else "#2ca02c")
               for d, c in zip(frame["delta"], called, strict=True)]
-    notes = ["" if c else " (n too small: not called)" for c in called]
+    p_values = frame["p_value"] if "p_value" in frame else pd.Series(math.nan, index=frame.index)
     fig = go.Figure(go.Bar(
         y=[esc(s) for s in frame["slice"]], x=frame["delta"].astype(float), orientation="h",
-        marker_color=colors, customdata=frame[["before", "after", "n", "n_before"]].values
-        if "n_before" in frame else frame[["before", "after", "n", "n"]].values,
-        text=[f"{b:.0%} → {a:.0%}{note}" for b, a, note in
-              zip(frame["before"], frame["after"], notes, strict=True)],
+        marker_color=colors,
+        customdata=list(zip(frame["before"], frame["after"], frame["n"], frame["n_before"],
+                            p_values.astype(float), strict=True)),
+        text=[f"{b:.0%} → {a:.0%} (n {nb:,} → {na:,})" + ("" if c else ", not called")
+              for b, a, nb, na, c in zip(frame["before"], frame["after"], frame["n_before"],
+                                         frame["n"], called, strict=True)],
         textposition="auto",
         hovertemplate="%{y}<br>%{customdata[0]:.1%} → %{customdata[1]:.1%}"
-                      "<br>change %{x:+.1%}<br>n = %{customdata[3]:,} → %{customdata[2]:,}"
-                      "<extra></extra>"))
+                      "<br>change %{x:+.1%}, p = %{customdata[4]:.3f}"
+                      "<br>n = %{customdata[3]:,} → %{customdata[2]:,}<extra></extra>"))
     fig.update_xaxes(tickformat="+.0%", title="change in accuracy, last week vs the week before",
                      zeroline=True, zerolinecolor="#888")
     fig.update_yaxes(type="category")

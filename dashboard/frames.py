@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from midtrace.schemas.stats import wilson
+from midtrace.schemas.stats import SIGNIFICANCE, two_proportion_test, wilson
 
 
 def newest_week(frame: pd.DataFrame) -> date | None:
@@ -51,13 +51,16 @@ def weekly_recall(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
-                value: str = "accuracy", n: str = "graded") -> pd.DataFrame:
-    """Per slice, the change of ``value`` from the week before the newest week to the newest.
+                value: str = "accuracy", n: str = "graded", x: str = "correct") -> pd.DataFrame:
+    """Per slice, the change of ``value`` (``x`` of ``n``) from the week before the newest
+    week to the newest.
 
-    ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). A slice
-    with fewer than ``min_n`` (the database's setting, data.settings()) in either week is not called
-    (``called`` false) and ranks after the called ones; each kind is ranked by the size of
-    the change, biggest first.
+    ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). ``kind`` is
+    ``moved`` (data in both weeks), ``new`` (none the week before: a template in its first
+    week) or ``vanished`` (none in the newest week). A move is ``called`` (coloured better or
+    worse) when the two-proportion z-test gives p < 0.05 (midtrace.schemas.stats) and both
+    weeks have at least ``min_n`` (the database's setting) graded requests. New and vanished slices come first,
+    then the moves by the size of the change, biggest first.
     """
     rows = []
     for dim, frame in parts:
@@ -68,22 +71,57 @@ def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
         for key, part in frame.assign(_w=weeks).groupby(dim, dropna=True):
             cur = part[part["_w"] == last]
             prev = part[part["_w"] == last - pd.Timedelta(days=7)]
-            if cur.empty or prev.empty:
+            n_cur = int(cur[n].iloc[0]) if not cur.empty else 0
+            n_prev = int(prev[n].iloc[0]) if not prev.empty else 0
+            if n_cur == 0 and n_prev == 0:
                 continue
-            n_cur, n_prev = int(cur[n].iloc[0]), int(prev[n].iloc[0])
-            after, before = cur[value].iloc[0], prev[value].iloc[0]
-            if pd.isna(after) or pd.isna(before):
-                continue
+            kind = "new" if n_prev == 0 else "vanished" if n_cur == 0 else "moved"
+            after = float(cur[value].iloc[0]) if n_cur else math.nan
+            before = float(prev[value].iloc[0]) if n_prev else math.nan
+            z = p = None
+            if kind == "moved":
+                z, p = two_proportion_test(float(prev[x].iloc[0]), n_prev,
+                                           float(cur[x].iloc[0]), n_cur)
             rows.append({"dimension": dim, "value": str(key), "slice": f"{dim}: {key}",
-                         "before": float(before), "after": float(after),
-                         "delta": float(after) - float(before), "n": n_cur, "n_before": n_prev,
-                         "called": n_cur >= min_n and n_prev >= min_n})
-    out = pd.DataFrame(rows, columns=["dimension", "value", "slice", "before", "after", "delta",
-                                      "n", "n_before", "called"])
+                         "kind": kind, "before": before, "after": after, "delta": after - before,
+                         "n": n_cur, "n_before": n_prev, "z": z, "p_value": p,
+                         "called": p is not None and p < SIGNIFICANCE
+                                   and min(n_cur, n_prev) >= min_n,
+                         "small": min(n_cur, n_prev) < min_n})
+    cols = ["dimension", "value", "slice", "kind", "before", "after", "delta", "n", "n_before",
+            "z", "p_value", "called", "small"]
+    out = pd.DataFrame(rows, columns=cols)
     if out.empty:
         return out
-    rank = out.assign(_c=~out["called"].astype(bool), _a=-out["delta"].abs())
-    return out.loc[rank.sort_values(["_c", "_a"]).index].reset_index(drop=True)
+    rank = out.assign(_k=out["kind"].map({"new": 0, "vanished": 1, "moved": 2}),
+                      _a=-out["delta"].abs().fillna(0))
+    return out.loc[rank.sort_values(["_k", "_a"], kind="stable").index].reset_index(drop=True)
+
+
+def change_called(before: float, n_before: int, after: float, n_after: int,
+                  min_n: float) -> tuple[bool, float | None]:
+    """Whether a week-over-week change of a rate is called (coloured better or worse), and
+    its p: both weeks at least ``min_n`` and the two-proportion z-test below 0.05."""
+    if min(n_before, n_after) < min_n:
+        return False, None
+    _, p = two_proportion_test(round(before * n_before), n_before, round(after * n_after), n_after)
+    return p is not None and p < SIGNIFICANCE, p
+
+
+def arrivals(moves: pd.DataFrame) -> list[str]:
+    """One line per slice that is new this week or had no graded traffic in it (slice_moves
+    rows of kind ``new`` or ``vanished``): a new template is what a reviewer must see."""
+    if moves.empty:
+        return []
+    lines = []
+    for r in moves[moves["kind"] != "moved"].itertuples():
+        if r.kind == "new":
+            lines.append(f"{r.slice}: first seen this week, accuracy {r.after:.0%} "
+                         f"of {r.n:,} graded")
+        else:
+            lines.append(f"{r.slice}: no graded traffic this week (the week before: "
+                         f"{r.before:.0%} of {r.n_before:,} graded)")
+    return lines
 
 
 def layout_difference(conditions: pd.DataFrame, a: str, b: str,

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from midtrace import spreadsheet
-from midtrace.dashboard import data
+from midtrace.dashboard import data, frames
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
@@ -109,16 +109,22 @@ def headline(container: Any, label: str, current: dict[str, Any] | None,
     n_cur = int(current.get(n) or 0)
     delta = None
     note = ""
+    called = False
     if previous is not None and not _nan(previous.get(value)):
+        prev = float(previous[value])
         n_prev = int(previous.get(n) or 0)
         if n_cur >= min_n and n_prev >= min_n:
-            delta = f"{(cur - float(previous[value])) * 100:+.1f} pts vs last week"
+            delta = f"{(cur - prev) * 100:+.1f} pts vs last week"
+            called, p = frames.change_called(prev, n_prev, cur, n_cur, min_n)
+            if not called and p is not None:
+                note = f" · change may be noise (p = {p:.2f})"
         else:
             note = f" · change not called (n < {min_n})"
     lo, hi = current.get("ci_low"), current.get("ci_high")
     interval = f"95% {fmt_rate(lo)}–{fmt_rate(hi)}" if not (_nan(lo) or _nan(hi)) else ""
     container.metric(label, fmt_rate(cur), delta=delta,
-                     delta_color="normal" if higher_is_better else "inverse", help=help,
+                     delta_color=("off" if not called else
+                                  "normal" if higher_is_better else "inverse"), help=help,
                      border=True)
     container.caption(f"{interval} · n = {n_cur:,}{note}".strip(" ·"))
 

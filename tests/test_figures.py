@@ -156,21 +156,39 @@ def test_empty_frames_give_a_message_not_an_error() -> None:
         assert fig.layout.annotations and not fig.data
 
 
-def weekly(dim: str, rows: list[tuple[str, str, float, int]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=[dim, "week", "accuracy", "graded"])
+def weekly(dim: str, rows: list[tuple[str, str, int, int]]) -> pd.DataFrame:
+    """weekly_overview rows (dimension, week, correct, graded), accuracy from the counts; a
+    slice with no graded requests in a week has the row with 0 graded (the view's week grid)."""
+    frame = pd.DataFrame(rows, columns=[dim, "week", "correct", "graded"])
+    return frame.assign(accuracy=frame["correct"] / frame["graded"].where(frame["graded"] > 0))
 
 
-def test_slice_moves_ranks_called_changes_first_and_flags_small_n() -> None:
-    df = weekly("model", [("a", "2026-10-12", 0.9, 40), ("a", "2026-10-19", 0.6, 50),
-                          ("b", "2026-10-12", 0.5, 40), ("b", "2026-10-19", 0.55, 35),
-                          ("c", "2026-10-12", 0.2, 5), ("c", "2026-10-19", 0.9, 6)])
-    moves = frames.slice_moves([("model", df)], min_n=30)
-    assert list(moves["slice"]) == ["model: a", "model: b", "model: c"]
-    assert list(moves["called"]) == [True, True, False]
-    assert moves["delta"].iloc[0] == pytest.approx(-0.3)
+def test_slice_moves_are_called_by_a_z_test_and_new_slices_come_first() -> None:
+    df = weekly("template", [
+        ("a", "2026-10-12", 90, 100), ("a", "2026-10-19", 60, 100),   # 90% -> 60%: called
+        ("b", "2026-10-12", 20, 40), ("b", "2026-10-19", 28, 40),     # 50% -> 70%: p = 0.07
+        ("c", "2026-10-12", 1, 5), ("c", "2026-10-19", 5, 6),         # big, small n
+        ("v2", "2026-10-12", 0, 0), ("v2", "2026-10-19", 7, 20),      # first seen this week
+        ("old", "2026-10-12", 9, 10), ("old", "2026-10-19", 0, 0),    # gone
+    ])
+    moves = frames.slice_moves([("template", df)], min_n=30)
+    assert list(moves["slice"][:2]) == ["template: v2", "template: old"]
+    assert list(moves["kind"][:2]) == ["new", "vanished"]
+    moved = moves[moves["kind"] == "moved"]
+    assert list(moved["slice"]) == ["template: c", "template: a", "template: b"]  # by |change|
+    assert list(moved["called"]) == [False, True, False]
+    a = moved.set_index("value").loc["a"]
+    assert a["delta"] == pytest.approx(-0.3) and a["z"] < 0 and a["p_value"] < 0.001
+    assert 0.05 < moved.set_index("value").loc["b", "p_value"] < 0.1  # close, not called
+    assert frames.arrivals(moves) == [
+        "template: v2: first seen this week, accuracy 35% of 20 graded",
+        "template: old: no graded traffic this week (the week before: 90% of 10 graded)"]
     fig = figures.slice_moves(moves)
     colors = dict(zip(fig.data[0].y, fig.data[0].marker.color, strict=True))
-    assert colors["model: c"] == "#bbbbbb" and colors["model: a"] == "#d62728"
+    assert set(colors) == {"template: a", "template: b", "template: c"}
+    assert colors["template: a"] == "#d62728" and colors["template: b"] == "#bbbbbb"
+    text = dict(zip(fig.data[0].y, fig.data[0].text, strict=True))
+    assert text["template: a"] == "90% → 60% (n 100 → 100)"
 
 
 def test_last_two_weeks_and_weekly_recall() -> None:
@@ -222,3 +240,10 @@ def test_placement_conditions_sort_in_prompt_order() -> None:
     values = ["rank_10", "absent", "rank_2", "rank_1", "middle", "first", None]
     assert frames.condition_order(values) == ["first", "middle", "rank_1", "rank_2", "rank_10",
                                               "absent"]
+
+
+def test_a_headline_change_is_called_only_when_unlikely_to_be_noise() -> None:
+    assert frames.change_called(0.50, 100, 0.65, 100, min_n=30)[0]  # p = 0.032
+    called, p = frames.change_called(0.50, 40, 0.60, 40, min_n=30)  # intervals overlap too
+    assert not called and p is not None and p > 0.05
+    assert frames.change_called(0.10, 10, 0.90, 10, min_n=30) == (False, None)  # n too small

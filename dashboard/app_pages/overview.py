@@ -64,10 +64,16 @@ with right:
 
 st.subheader("Slices that moved most")
 st.caption("Accuracy in the newest week against the week before, per model, template, packing "
-           f"strategy and context length, biggest change first. Grey: fewer than {min_n} "
-           "graded requests in one of the weeks, so the change is not called.")
+           "strategy and context length, the biggest changes first. Red or green: the change "
+           "is unlikely to be noise (two-proportion z-test, p < 0.05, and both weeks have at "
+           f"least {min_n} graded requests); grey: it may be. Each bar gives both weeks' "
+           "accuracy and graded n.")
 parts = []
 for dim in ("model", "template", "strategy", "context_bucket"):
     parts.append((dim, ui.query(data.view, "weekly_overview", params, (dim, "week"))))
 moves = frames.slice_moves(parts, min_n)
-ui.chart(figures.slice_moves(moves.head(12)), moves, "slice_moves")
+arrivals = frames.arrivals(moves)
+if arrivals:  # slice names are data (an app's template ids): shown as text, never Markdown
+    st.text("New or gone this week:\n" + "\n".join(f"  {line}" for line in arrivals))
+moved = moves[moves["kind"] == "moved"] if not moves.empty else moves
+ui.chart(figures.slice_moves(moved.head(12)), moves, "slice_moves")
