@@ -108,6 +108,14 @@ def change_called(before: float, n_before: int, after: float, n_after: int,
     return p is not None and p < SIGNIFICANCE, p
 
 
+def constraint_recall(required: Iterable[Any], recalled: Iterable[Any] | None) -> pd.DataFrame:
+    """One row per required constraint (in the outcome's order) and whether the answer kept
+    it: the outcome's ``recalled_constraints`` (docs/metrics.md, constraint recall)."""
+    kept = set(map(str, recalled or ()))
+    names = list(dict.fromkeys(map(str, required)))
+    return pd.DataFrame({"constraint": names, "recalled": [n in kept for n in names]})
+
+
 def arrivals(moves: pd.DataFrame) -> list[str]:
     """One line per slice that is new this week or had no graded traffic in it (slice_moves
     rows of kind ``new`` or ``vanished``): a new template is what a reviewer must see."""

@@ -198,3 +198,20 @@ def test_inspector_search_pages_through_every_match_under_the_filters(
     assert not at.exception
     second = set(at.dataframe[0].value["trace_id"])
     assert second and not first & second
+
+
+def test_inspector_shows_which_required_constraints_the_answer_kept(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    db = fixture_db[0]
+    with duckdb.connect(str(db), read_only=True) as conn:
+        (trace_id,) = conn.execute(
+            "SELECT trace_id FROM request_outcomes WHERE len(required_constraints) = 2 "
+            "AND len(recalled_constraints) = 1 LIMIT 1").fetchone()
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("inspector")
+    at.text_input(key="trace_id").input(trace_id).run()
+    assert not at.exception
+    assert any("Required constraints: 1 of 2 kept" in c.value for c in at.caption)
+    table = next(d.value for d in at.dataframe if "constraint" in d.value.columns)
+    assert table.to_dict("records") == [{"constraint": "opened items", "recalled": "kept"},
+                                         {"constraint": "14 days", "recalled": "missed"}]

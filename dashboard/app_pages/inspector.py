@@ -186,6 +186,13 @@ with right:
             st.text("decisive: " + ", ".join(map(str, outcome["decisive_chunk_ids"])))
         if outcome.get("note"):
             st.text("note: " + str(outcome["note"]))
+    required = list((outcome or {}).get("required_constraints") or [])
+    if required:
+        recall = frames.constraint_recall(required, (outcome or {}).get("recalled_constraints"))
+        st.caption(f"Required constraints: {int(recall['recalled'].sum())} of {len(recall)} "
+                   "kept in the answer.")
+        ui.table(recall.assign(recalled=recall["recalled"].map({True: "kept", False: "missed"})),
+                 f"constraints_{trace_id}", key="constraints")
 
 # --- chunk texts -----------------------------------------------------------------------------
 st.subheader("Chunk text")
@@ -235,6 +242,13 @@ else:
                            key="grade_verdict")
         decisive = st.multiselect("Decisive chunk(s): the evidence a right answer needed",
                                   chunk_ids, default=current, key="grade_decisive")
+        grade_required = st.text_area(
+            "Required constraints, one per line: qualifiers a right answer must keep "
+            "(an exception, a limit, a plan)", key="grade_required", height=68,
+            value="\n".join(map(str, (outcome or {}).get("required_constraints") or [])))
+        grade_recalled = st.text_area(
+            "Of those, the ones the answer kept, one per line", key="grade_recalled", height=68,
+            value="\n".join(map(str, (outcome or {}).get("recalled_constraints") or [])))
         reviewer = st.text_input("Reviewer", key="grade_reviewer")
         note = st.text_area("Note", key="grade_note", height=68)
         submitted = st.form_submit_button("Save grade", type="primary")
@@ -245,6 +259,17 @@ else:
             outcome_body: dict[str, object] = {"trace_id": trace_id,
                                                "correct": verdict == "correct",
                                                "decisive_chunk_ids": decisive}
+            lines = {k: [x.strip() for x in v.splitlines() if x.strip()]
+                     for k, v in (("required_constraints", grade_required),
+                                  ("recalled_constraints", grade_recalled))}
+            unknown = [c for c in lines["recalled_constraints"]
+                       if c not in lines["required_constraints"]]
+            if unknown:
+                st.error("A kept constraint must be one of the required ones: "
+                         + "; ".join(unknown))
+                st.stop()
+            if lines["required_constraints"]:
+                outcome_body.update(lines)
             if reviewer:
                 outcome_body["reviewer"] = reviewer
             if note:

@@ -163,8 +163,11 @@ def test_grading_in_the_browser_changes_the_report(page: Page, stack: Stack) -> 
     form.locator('[data-testid="stMultiSelect"]').click()
     page.get_by_role("option", name="ungraded-c3").click()
     page.keyboard.press("Escape")
+    form.get_by_label("Required constraints", exact=False).fill("annual plans\nafter the first month")
+    form.get_by_label("Of those, the ones the answer kept", exact=False).fill("annual plans")
     form.get_by_role("button", name="Save grade").click()
     expect(page.get_by_text("Grade saved. Every page now counts it.")).to_be_visible()
+    expect(page.get_by_text("Required constraints: 1 of 2 kept in the answer.")).to_be_visible()
     after = counts()
     assert after.get("ungraded", 0) == before.get("ungraded", 0) - 1
     assert after["buried"] == before["buried"] + 1
@@ -172,6 +175,8 @@ def test_grading_in_the_browser_changes_the_report(page: Page, stack: Stack) -> 
     expect(page.locator(b.EXCEPTION)).to_have_count(0)
     trace = client.trace(stack.fixture.ungraded)
     assert trace is not None and trace["taxonomy_class"] == "buried"
+    assert trace["outcome"]["required_constraints"] == ["annual plans", "after the first month"]
+    assert trace["outcome"]["recalled_constraints"] == ["annual plans"]
     client.close()
 
 
