@@ -90,6 +90,11 @@ def fmt_rate(value: Any) -> str:
     return "—" if value is None or _nan(value) else f"{float(value):.1%}"
 
 
+def fmt_number(value: Any) -> str:
+    """A score in [0, 1] that is not a share (MRR, NDCG): three decimals."""
+    return "—" if value is None or _nan(value) else f"{float(value):.3f}"
+
+
 def _nan(value: Any) -> bool:
     try:
         return bool(pd.isna(value))

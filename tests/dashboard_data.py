@@ -116,7 +116,7 @@ def incident_record() -> RagRecord:
     return RagRecord(
         question=INCIDENT_QUESTION, answer="You have 30 days to return it [faq-returns#1].",
         model="model-a", template_id="support-v2", strategy="score_order", prompt_tokens=2900,
-        cited_ids=("faq-returns#1",), chunks=chunks, placements=placements,
+        cited_ids=("faq-returns#1",), chunks=chunks, placements=placements, confidence=0.95,
         outcome=Outcome(correct=False, decisive_chunk_ids=("policy-2026#3",)))
 
 

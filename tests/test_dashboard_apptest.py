@@ -215,3 +215,23 @@ def test_inspector_shows_which_required_constraints_the_answer_kept(
     table = next(d.value for d in at.dataframe if "constraint" in d.value.columns)
     assert table.to_dict("records") == [{"constraint": "opened items", "recalled": "kept"},
                                          {"constraint": "14 days", "recalled": "missed"}]
+
+
+def test_position_and_failures_show_retrieval_quality_and_confident_wrong_answers(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    db = fixture_db[0]
+    with duckdb.connect(str(db), read_only=True) as conn:
+        expected = conn.execute("SELECT * FROM retrieval_quality").df().iloc[0]
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("position")
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["MRR: retrieval order"] == f"{expected['retrieval_mrr']:.3f}"
+    assert shown["NDCG: prompt order"] == f"{expected['prompt_ndcg']:.3f}"
+    assert shown["Hit rate: prompt order"] == f"{expected['prompt_hit_rate']:.1%}"
+    at = app("failures")
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    # the incident: wrong, 95% sure, its decisive evidence buried in the prompt
+    assert shown["Unsupported confidence"] == "100.0%"
+    assert shown["Confident wrong answers"] == "1" and shown["…of them buried"] == "1"

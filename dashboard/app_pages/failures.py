@@ -46,6 +46,23 @@ with right:
                                                              f"{SLICES[dim].lower()}"),
              by_slice, "failure_taxonomy_by_slice", key="slice")
 
+unsupported = ui.query(data.view, "unsupported_confidence", params, ())
+if not unsupported.empty and int(unsupported.iloc[0]["graded_with_evidence_and_confidence"] or 0):
+    u = unsupported.iloc[0]
+    threshold = data.settings().get("high_confidence")
+    st.subheader("Confident and wrong")
+    cols = st.columns(3)
+    cols[0].metric("Unsupported confidence", ui.fmt_rate(u["unsupported_rate"]), border=True,
+                   help="Of the graded answers with the decisive evidence in the prompt and a "
+                        "stated confidence: wrong while at least "
+                        f"{threshold} confident (the high_confidence setting).")
+    cols[1].metric("Confident wrong answers", f"{int(u['unsupported']):,}", border=True)
+    cols[2].metric("…of them buried", f"{int(u['unsupported_buried']):,}", border=True,
+                   help="The decisive evidence sat only in the middle band of the prompt.")
+    st.caption(f"Out of {int(u['graded_with_evidence_and_confidence']):,} graded answers "
+               "that had the evidence and stated a confidence: the model sounded sure and "
+               "was wrong. These are the answers users trust most.")
+
 st.subheader("Requests in a class")
 totals = tax.groupby("class")["n"].sum().to_dict()
 # Options are the raw class names: a URL-bound control matches the URL against the labels.

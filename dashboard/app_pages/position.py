@@ -46,5 +46,27 @@ if ks:
 else:
     st.info("No request with a decisive chunk in a known slot matches these filters.")
 
+st.subheader("Retrieval order against prompt order")
+quality = ui.query(data.view, "retrieval_quality", params, ())
+if quality.empty or not int(quality.iloc[0]["requests"] or 0):
+    st.info("No request with a known decisive chunk matches these filters.")
+else:
+    q = quality.iloc[0]
+    st.caption(f"Over {int(q['requests']):,} requests with a known decisive chunk: did "
+               "retrieval rank it high, and did packing keep it where the model reads best? "
+               "Hit rate: a decisive chunk is in the list at all; MRR: 1 / rank of the first; "
+               "NDCG: rank-discounted gain of every decisive chunk.")
+    cols = st.columns(3)
+    for col, (label, key) in zip(cols, (("Hit rate", "hit_rate"), ("MRR", "mrr"),
+                                        ("NDCG", "ndcg")), strict=True):
+        retrieval, prompt = q[f"retrieval_{key}"], q[f"prompt_{key}"]
+        fmt = ui.fmt_rate if key == "hit_rate" else ui.fmt_number
+        col.metric(f"{label}: retrieval order", fmt(retrieval), border=True,
+                   help="The decisive chunks among the retrieved chunks, in retrieval order.")
+        col.metric(f"{label}: prompt order", fmt(prompt), border=True,
+                   help="The decisive chunks among the chunks in the prompt, in prompt order.")
+
 with st.expander("Numbers"):
     ui.table(bands, "accuracy_by_band_table")
+    if not quality.empty:
+        ui.table(quality, "retrieval_quality")
