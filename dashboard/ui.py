@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from midtrace import spreadsheet
-from midtrace.dashboard import data, frames
+from midtrace.dashboard import data, filters, frames
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
@@ -82,8 +82,20 @@ def empty_state() -> None:
 
 
 def no_rows(what: str = "requests") -> None:
-    st.info(f"No {what} match these filters. Widen the time range or clear a filter in the "
-            "sidebar.")
+    """Say why a page is empty: often the requests are there but in the other traffic."""
+    params = filters.current()
+    traffic = params.get("traffic", "production")
+    other = {"production": "experiment", "experiment": "production"}.get(traffic)
+    elsewhere = 0
+    if other is not None:
+        _, elsewhere = query(data.requests_page, data.params_key({**params, "traffic": other}),
+                             limit=1)
+    if elsewhere:
+        st.info(f"No {what} match these filters in {traffic} traffic, but {elsewhere:,} "
+                f"{other} requests do: switch Traffic to {other} (or all) in the sidebar.")
+    else:
+        st.info(f"No {what} match these filters. Widen the time range or clear a filter in the "
+                "sidebar.")
 
 
 def fmt_rate(value: Any) -> str:

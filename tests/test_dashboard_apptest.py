@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,19 @@ def test_position_and_failures_show_retrieval_quality_and_confident_wrong_answer
     # the incident: wrong, 95% sure, its decisive evidence buried in the prompt
     assert shown["Unsupported confidence"] == "100.0%"
     assert shown["Confident wrong answers"] == "1" and shown["…of them buried"] == "1"
+
+
+def test_an_empty_page_says_when_the_requests_are_in_the_other_traffic(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    from tests.dashboard_data import FIRST_WEEK, WEEKS
+    sweep_day = (FIRST_WEEK + timedelta(weeks=WEEKS - 1, days=2)).date()  # only the sweep ran
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app("position")
+    at.date_input(key="f_since").set_value(sweep_day).run()
+    at.date_input(key="f_until").set_value(sweep_day).run()
+    assert not at.exception
+    message = " ".join(i.value for i in at.info)
+    assert "but 24 experiment requests do: switch Traffic to experiment" in message, message
+    at.selectbox(key="traffic").set_value("experiment").run()
+    assert not at.exception and not at.info
+

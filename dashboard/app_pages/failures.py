@@ -35,7 +35,7 @@ if tax.empty:
 
 left, right = st.columns(2)
 with left:
-    hide_ok = st.toggle("Failures only", value=True, key="fail_only",
+    hide_ok = st.toggle("Failures only", value=True, key="fail_only", bind="query-params",
                         help="Hide answered and ungraded requests.")
     shown = tax[~tax["class"].isin(("answered", "ungraded"))] if hide_ok else tax
     ui.chart(figures.taxonomy_by_week(shown, title="Taxonomy by week"), shown, "taxonomy_by_week")

@@ -220,7 +220,8 @@ if options:
         text = unplaced[unplaced["chunk_id"] == pick]["text"].iloc[0] if "text" in unplaced else None
     st.code(text if isinstance(text, str) else "(text not stored)", language=None,
             wrap_lines=True)
-    show_all = st.toggle("Show every chunk's text in prompt order", key="all_texts")
+    show_all = st.toggle("Show every chunk's text in prompt order", key="all_texts",
+                         bind="query-params")
     if show_all:
         for r in placed.to_dict("records"):
             with st.container(border=True):

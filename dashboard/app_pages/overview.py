@@ -47,10 +47,11 @@ with left:
                                   n="graded"), weekly, "weekly_overview")
 with right:
     tax = ui.query(data.view, "taxonomy_by_week", params, ("week",))
-    share = st.session_state.get("tax_share", False)
+    # drawn before its toggle: on a followed link the URL says it first
+    share = st.session_state.get("tax_share", st.query_params.get("tax_share") in ("true", "True", "1"))
     ui.chart(figures.taxonomy_by_week(tax, title="Failure taxonomy by week", share=share), tax,
              "taxonomy_by_week")
-    st.toggle("Show shares of each week", key="tax_share")
+    st.toggle("Show shares of each week", key="tax_share", bind="query-params")
 
 left, right = st.columns(2)
 with left:

@@ -238,3 +238,13 @@ def test_pages_count_production_traffic_unless_the_traffic_filter_says_otherwise
     open_page(page, stack, "position", "traffic=all")
     expect(page.get_by_text("Counting all traffic")).to_be_visible()
     expect(absent.first).to_be_attached()
+
+
+def test_a_page_toggle_is_kept_in_the_url(page: Page, stack: Stack) -> None:
+    open_page(page, stack, "failures")
+    page.get_by_text("Failures only").click()
+    expect(page).to_have_url(re.compile(r"fail_only=false"))
+    b.wait_rendered(page)
+    link = page.url
+    open_page(page, stack, "failures", link.split("?", 1)[1])  # a colleague follows the link
+    expect(page.get_by_role("switch", name="Failures only")).not_to_be_checked()
