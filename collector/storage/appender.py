@@ -179,8 +179,9 @@ class Appender:
             self.log.close()
         except Exception:  # the old connection is dead; closing it may say so
             pass
+        next_id = self.log.next_id
         store.reopen()
-        self.log = IntakeLog(store.conn)
+        self.log = IntakeLog(store.conn, next_id=next_id)
         self._broken = False
         if self.on_reopen is not None:
             self.on_reopen()

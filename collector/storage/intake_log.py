@@ -44,10 +44,16 @@ class IntakeLog:
     """Appends to the log on a cursor of its own, so a group commit here never waits for
     (or joins) the derive step's transaction on the store's connection."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, conn: duckdb.DuckDBPyConnection, next_id: int = 1) -> None:
+        """``next_id``: the lowest id to give (a log reopened on a new connection goes on
+        counting, so ids stay in acknowledgement order for the freshness wait)."""
         self.conn = conn.cursor()
         row = self.conn.execute(sqlfiles.query("max_export_id")).fetchone()
-        self._next_id = int(row[0]) + 1 if row else 1
+        self._next_id = max(next_id, int(row[0]) + 1 if row else 1)
+
+    @property
+    def next_id(self) -> int:
+        return self._next_id
 
     def append(self, exports: Sequence[RawExport]) -> list[int]:
         """Append the exports in one transaction; returns their ids once it is committed."""

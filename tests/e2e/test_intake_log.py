@@ -110,3 +110,15 @@ def test_under_no_text_the_log_holds_no_text_and_still_derives(tmp_path: Path) -
     assert recover(store) == 1
     assert store.conn.execute("SELECT count(*), count(question) FROM requests").fetchone() == (2, 0)
     store.close()
+
+
+def test_a_log_opened_again_goes_on_counting(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "ids.duckdb")
+    log = IntakeLog(store.conn)
+    first = log.append([RawExport(export_body("a"), PROTOBUF)])
+    assert recover(store) == 1  # derived: the log is empty again
+    again = IntakeLog(store.conn, next_id=log.next_id)
+    assert again.append([RawExport(export_body("b"), PROTOBUF)]) == [first[0] + 1]
+    log.close()
+    again.close()
+    store.close()
