@@ -17,7 +17,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -83,13 +83,21 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": f"internal error: {exc!r}"}, status_code=500)
 
 
+def build_intake(writer: Writer, settings: CollectorSettings,
+                 forwarders: Sequence[Forwarder] = ()) -> Intake:
+    """The intake in front of ``writer``: an appender that acknowledges once the intake log
+    has committed, the freshness the writer reports to, a reopen that derives the log."""
+    freshness = Freshness()
+    writer.on_derived = freshness.derived
+    appender = Appender(IntakeLog(writer.store.conn), writer, freshness,
+                        max_queue=settings.queue_size,
+                        on_reopen=lambda: recover(writer.store)).start()
+    writer.on_fatal = appender.mark_broken
+    return Intake(appender, forwarders, keep_text=settings.keep_text)
+
+
 def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | None = None) -> Starlette:
-    if intake is None:
-        freshness = Freshness()
-        writer.on_derived = freshness.derived
-        intake = Intake(Appender(IntakeLog(writer.store.conn), writer, freshness,
-                                 max_queue=settings.queue_size).start(),
-                        keep_text=settings.keep_text)
+    intake = intake or build_intake(writer, settings)
     appender = intake.appender
 
     async def traces(request: Request) -> Response:
@@ -210,14 +218,11 @@ def run(settings: CollectorSettings) -> None:
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
     store.forbid_external_access()
-    freshness = Freshness()
-    writer = Writer(store, max_queue=settings.queue_size, on_derived=freshness.derived).start()
-    appender = Appender(IntakeLog(store.conn), writer, freshness, max_queue=settings.queue_size,
-                        on_reopen=lambda: recover(store)).start()
-    writer.on_fatal = appender.mark_broken
+    writer = Writer(store, max_queue=settings.queue_size).start()
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]
-    intake = Intake(appender, forwarders, keep_text=settings.keep_text)
+    intake = build_intake(writer, settings, forwarders)
+    appender = intake.appender
     try:
         sock = bind(settings.host, settings.http_port)
         app = create_app(writer, settings, intake)

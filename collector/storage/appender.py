@@ -28,7 +28,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
-from midtrace.collector.storage.store import WriteJob, is_fatal
+from midtrace.collector.storage.database import first_line, is_fatal
+from midtrace.collector.storage.store import WriteJob
 from midtrace.collector.storage.threads import STOP, settle, stop, take_group
 from midtrace.collector.storage.writer import QueueFull, Writer
 from midtrace.schemas.span import SpanRecord
@@ -52,8 +53,8 @@ class Freshness:
         self._derived = 0
         self._pending: deque[tuple[int, float]] = deque()  # (export id, acked at), in order
 
-    def acked(self, export_ids: Sequence[int], at: float | None = None) -> None:
-        at = time.time() if at is None else at
+    def acked(self, export_ids: Sequence[int]) -> None:
+        at = time.time()
         with self._cond:
             for i in export_ids:
                 self._pending.append((i, at))
@@ -158,7 +159,7 @@ class Appender:
 
     def mark_broken(self, error: BaseException) -> None:
         """The writer found the database invalidated: reopen it before the next append."""
-        self.unwritable = f"the store cannot write: {str(error).splitlines()[0][:300]}"
+        self.unwritable = f"the store cannot write: {first_line(error)}"
         self._broken = True
 
     def _try_reopen(self) -> None:
@@ -194,7 +195,7 @@ class Appender:
             ids = self.log.append([item.export for item in group])
         except Exception as e:
             self.last_error = str(e)
-            self.unwritable = f"the store cannot write: {str(e).splitlines()[0][:300]}"
+            self.unwritable = f"the store cannot write: {first_line(e)}"
             self._broken = self._broken or is_fatal(e)
             log.error("intake log append of %d exports failed: %s", len(group), e)
             error = StoreUnavailable(f"{self.unwritable}; nothing of this export was kept, retry")

@@ -82,12 +82,29 @@ def known_cause(path: str | Path | None, error: duckdb.Error) -> StoreError | No
     format), as one line saying what to do; None when the error does not say."""
     where = str(path) if path is not None else "the store"
     reason = first_line(error)
+    if "No space left" in str(error):
+        return StoreError(f"{where} cannot be written: the disk is full ({reason}); free some "
+                          "space and run the command again")
     if _DAMAGE.search(str(error)):
         return StoreError(f"{where} is damaged ({reason}); {RESTORE}")
     if isinstance(error, duckdb.IOException) and _NEWER_DUCKDB.search(str(error)):
         return StoreError(f"{where} was written by a newer DuckDB than this midtrace uses "
                           f"({reason}); upgrade midtrace to open it")
     return None
+
+
+def is_fatal(error: BaseException) -> bool:
+    """Whether DuckDB invalidated the database (e.g. a checkpoint failed on a full disk):
+    nothing works on it again until it is reopened."""
+    return isinstance(error, duckdb.FatalException) or "invalidated" in str(error)
+
+
+def is_storage_error(error: BaseException) -> bool:
+    """Whether a write failed for want of storage (a full disk, an invalidated database),
+    not for what it was writing: the same write may succeed later."""
+    text = str(error)
+    return (is_fatal(error) or isinstance(error, duckdb.IOException)
+            or "No space left" in text or "Could not write file" in text)
 
 
 def first_line(error: BaseException) -> str:

@@ -37,20 +37,6 @@ from midtrace.schemas.span import SpanRecord
 log = logging.getLogger(__name__)
 
 
-def is_fatal(error: BaseException) -> bool:
-    """Whether DuckDB invalidated the database (e.g. a checkpoint failed on a full disk):
-    nothing works on it again until it is reopened."""
-    return isinstance(error, duckdb.FatalException) or "invalidated" in str(error)
-
-
-def is_storage_error(error: BaseException) -> bool:
-    """Whether a write failed for want of storage (a full disk, an invalidated database),
-    not for what it was writing: the same write may succeed later."""
-    text = str(error)
-    return (is_fatal(error) or isinstance(error, duckdb.IOException)
-            or "No space left" in text or "Could not write file" in text)
-
-
 @dataclass
 class WriteJob:
     """What one export (or one outcomes post, or one ingested line) asks to store."""

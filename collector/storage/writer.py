@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from midtrace.collector.storage.threads import STOP, settle, stop, take_group
-from midtrace.collector.storage.store import (
-    Store, WriteJob, WriteStats, is_fatal, is_storage_error)
+from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error
+from midtrace.collector.storage.store import Store, WriteJob, WriteStats
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,7 @@ class Writer:
                     # Acknowledged already: wait for the store to write again (a full disk,
                     # a reopen under way) rather than leave the export underived.
                     self.counters.last_error = str(e)
-                    log.warning("derive waits for the store to write again: %s",
-                                str(e).splitlines()[0])
+                    log.warning("derive waits for the store to write again: %s", first_line(e))
                     time.sleep(STORAGE_RETRY_SECONDS)
                     continue
                 self._fail(job, fut, e)
