@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from midtrace.sample_traces.corpus import CorpusChunk
-from midtrace.schemas.model import Chunk, DropReason, Outcome, Placement, RagRecord
+from midtrace.schemas.model import Chunk, DropReason, Outcome, Placement, PromptSection, RagRecord
 
 BAND_EARLY_END = 1 / 3
 BAND_LATE_START = 2 / 3
@@ -84,6 +84,21 @@ def lay_out(texts: Sequence[str], preamble_tokens: int, tail_tokens: int) -> Lay
         pos = end
     evidence = pos - preamble_tokens
     return Layout(tuple(spans), pos + tail_tokens, evidence)
+
+
+def sections_for(layout: Layout, preamble_tokens: int, history_tokens: int,
+                 question: str) -> tuple[PromptSection, ...]:
+    """What surrounds the chunks: the template's instructions, earlier turns of the
+    conversation, then after the chunks the question and the answer format."""
+    first = layout.spans[0][0] if layout.spans else preamble_tokens + history_tokens
+    last = layout.spans[-1][1] if layout.spans else first
+    asked = min(layout.prompt_tokens, last + text_tokens(question) + 4)  # "Question: ...\n"
+    out = [PromptSection("instructions", 0, preamble_tokens)]
+    if history_tokens:
+        out.append(PromptSection("history", preamble_tokens, preamble_tokens + history_tokens))
+    out += [PromptSection("question", last, asked),
+            PromptSection("format", asked, layout.prompt_tokens)]
+    return tuple(x for x in out if x.token_end > x.token_start)  # type: ignore[operator]
 
 
 def band(x: float) -> str:

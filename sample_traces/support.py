@@ -19,7 +19,7 @@ from midtrace.sample_traces.emit import SimRequest, latency_ms
 from midtrace.sample_traces.questions import BY_ID, QUESTIONS, Question, label_for
 from midtrace.sample_traces.simulate import (
     Answer, Template, UCurve, band, chunk_row, cite, classify, confidence_for, lay_out,
-    merge_outcomes, placements_for)
+    merge_outcomes, placements_for, sections_for)
 from midtrace.schemas.model import Chunk, DropReason, Outcome, RagRecord
 
 START = datetime(2026, 10, 26, tzinfo=UTC)  # Monday of ISO week 2026-W44
@@ -293,7 +293,8 @@ def build_request(ctx: Context, i: int, start: datetime,
         prompt_tokens=layout.prompt_tokens, evidence_tokens=layout.evidence_tokens,
         cost_usd=round((layout.prompt_tokens * p_in + output_tokens * p_out) / 1e6, 6),
         verifier_result=_verifier(rng, q, ans),
-        chunks=tuple(chunks), placements=placements_for(prompt_ids, layout))
+        chunks=tuple(chunks), placements=placements_for(prompt_ids, layout),
+        prompt_sections=sections_for(layout, template.preamble_tokens, history, q.text))
     req = SimRequest(start=start, record=record, retrieve_ms=retrieve_ms, llm_ms=llm_ms,
                      n_retrieved=len(ret.retrieved), output_tokens=output_tokens)
     end = start + timedelta(milliseconds=latency_ms(req))

@@ -21,7 +21,8 @@ from midtrace.sample_traces.corpus import CHUNKS
 from midtrace.sample_traces.emit import SimRequest, latency_ms
 from midtrace.sample_traces.questions import QUESTIONS, Question, label_for
 from midtrace.sample_traces.simulate import (
-    UCurve, chunk_row, cite, classify, confidence_for, lay_out, placements_for)
+    UCurve, chunk_row, cite, classify, confidence_for, lay_out, placements_for,
+    sections_for)
 from midtrace.schemas.model import Outcome, RagRecord
 
 EXPERIMENT_ID = "sweep-2026-11"
@@ -102,6 +103,7 @@ def _request(seed: int, case: Case, strategy: str, model: str, condition: str, c
         confidence=confidence_for(rng, correct), cited_ids=cited,
         prompt_tokens=layout.prompt_tokens, evidence_tokens=layout.evidence_tokens,
         latency_ms=latency_ms(req), chunks=chunks, placements=placements_for(prompt_ids, layout),
+        prompt_sections=sections_for(layout, PREAMBLE_TOKENS, 0, q.text),
         outcome=Outcome(correct=correct, score=1.0 if correct else 0.0,
                         decisive_chunk_ids=(case.gold,), reviewer="sweep-grader",
                         time=end + timedelta(seconds=1)))

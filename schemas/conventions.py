@@ -54,6 +54,10 @@ PROMPT_TOKENS = "midtrace.prompt.tokens"
 PROMPT_CHARS = "midtrace.prompt.chars"
 EVIDENCE_TOKENS = "midtrace.prompt.evidence_tokens"
 VERIFIER_RESULT = "midtrace.verifier.result"
+# Prompt sections: entry i of each array describes the same stretch of the prompt.
+SECTION_KINDS = "midtrace.prompt.section_kinds"
+SECTION_TOKEN_STARTS = "midtrace.prompt.section_token_starts"
+SECTION_TOKEN_ENDS = "midtrace.prompt.section_token_ends"
 
 # Chunk arrays: entry i of every array describes the same chunk occurrence.
 CHUNK_IDS = "midtrace.chunk.ids"
@@ -109,6 +113,12 @@ REQUEST_ATTRS: tuple[Attr, ...] = (
     Attr(PROMPT_CHARS, "int", "Characters in the final prompt (used to estimate token offsets)."),
     Attr(EVIDENCE_TOKENS, "int", "Tokens of the evidence block within the prompt."),
     Attr(VERIFIER_RESULT, "string", "Result of a verifier pass, if one ran.", text=True),
+    Attr(SECTION_KINDS, "string[]", "What fills the prompt around the chunks, one entry per "
+         "stretch: `instructions`, `history`, `question` or `format` (the inspector draws them "
+         "as grey blocks; others are kept as sent)."),
+    Attr(SECTION_TOKEN_STARTS, "int[]", "First token of each section (same length as "
+         "`midtrace.prompt.section_kinds`)."),
+    Attr(SECTION_TOKEN_ENDS, "int[]", "Token after the last one of each section (half-open)."),
 )
 
 CHUNK_ATTRS: tuple[Attr, ...] = (

@@ -15,7 +15,8 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from midtrace.schemas import conventions as c
-from midtrace.schemas.model import DROP_REASONS, STAGES, Chunk, Outcome, Placement, RagRecord, RagRequest
+from midtrace.schemas.model import (
+    DROP_REASONS, STAGES, Chunk, Outcome, Placement, PromptSection, RagRecord, RagRequest)
 from midtrace.schemas.span import SpanRecord
 
 # Characters per token when a prompt reports no token count (docs/architecture.md, "Tokens").
@@ -177,7 +178,29 @@ def decode_record(attrs: Mapping[str, Any]) -> RagRecord:
         chunks=chunks,
         placements=placements,
         outcome=decode_outcome(attrs),
+        prompt_sections=_decode_sections(attrs),
     )
+
+
+def _decode_sections(attrs: Mapping[str, Any]) -> tuple[PromptSection, ...] | None:
+    kinds = _array(attrs, c.SECTION_KINDS)
+    starts = _array(attrs, c.SECTION_TOKEN_STARTS)
+    ends = _array(attrs, c.SECTION_TOKEN_ENDS)
+    if kinds is None and starts is None and ends is None:
+        return None
+    if kinds is None or starts is None or ends is None or not len(kinds) == len(starts) == len(ends):
+        raise InvalidAttributes(
+            f"{c.SECTION_KINDS}, {c.SECTION_TOKEN_STARTS} and {c.SECTION_TOKEN_ENDS} must be "
+            "sent together, with one entry each per section")
+    out = []
+    for i, (kind, start, end) in enumerate(zip(kinds, starts, ends, strict=True)):
+        if not kind or start is None or end is None:
+            raise InvalidAttributes(f"section {i} needs a kind, a start and an end")
+        if end < start:
+            raise InvalidAttributes(f"{c.SECTION_TOKEN_ENDS}[{i}] is before its start "
+                                    f"({end} < {start})")
+        out.append(PromptSection(kind=str(kind), token_start=int(start), token_end=int(end)))
+    return tuple(out)
 
 
 def _offset(key: str, i: int, v: int | None, sentinel: int = -1) -> int | None:
@@ -312,7 +335,9 @@ def estimate_tokens(record: RagRecord) -> tuple[RagRecord, bool]:
     known, else ``CHARS_PER_TOKEN``. Returns the record and whether anything was estimated.
     """
     missing = [p for p in record.placements if p.token_start is None and p.char_start is not None]
-    if not missing:
+    sections = [s for s in record.prompt_sections or () if s.token_start is None
+                and s.char_start is not None]
+    if not missing and not sections:
         return record, False
     if record.prompt_tokens and record.prompt_chars:
         ratio = record.prompt_tokens / record.prompt_chars
@@ -327,7 +352,13 @@ def estimate_tokens(record: RagRecord) -> tuple[RagRecord, bool]:
     prompt_tokens = record.prompt_tokens
     if prompt_tokens is None and record.prompt_chars:
         prompt_tokens = int(math.ceil(record.prompt_chars * ratio))
-    return replace(record, placements=placements, prompt_tokens=prompt_tokens), True
+    scaled = None if record.prompt_sections is None else tuple(
+        s if s.token_start is not None or s.char_start is None or s.char_end is None
+        else replace(s, token_start=int(s.char_start * ratio),
+                     token_end=max(int(s.char_start * ratio), int(math.ceil(s.char_end * ratio))))
+        for s in record.prompt_sections)
+    return replace(record, placements=placements, prompt_tokens=prompt_tokens,
+                   prompt_sections=scaled), bool(missing)
 
 
 def _merge_records(records: Sequence[RagRecord]) -> RagRecord:

@@ -46,6 +46,12 @@ def request_attributes(record: RagRecord) -> dict[str, Any]:
     ):
         _put(attrs, key, value)
     attrs.update(_chunk_arrays(record))
+    sections = [x for x in record.prompt_sections or ()
+                if x.token_start is not None and x.token_end is not None]
+    if sections:
+        attrs[c.SECTION_KINDS] = [x.kind for x in sections]
+        attrs[c.SECTION_TOKEN_STARTS] = [int(x.token_start) for x in sections]  # type: ignore[arg-type]
+        attrs[c.SECTION_TOKEN_ENDS] = [int(x.token_end) for x in sections]  # type: ignore[arg-type]
     if record.outcome is not None:
         attrs.update(outcome_attributes(record.outcome))
     return attrs

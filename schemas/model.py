@@ -63,6 +63,23 @@ class Placement:
     char_end: int | None = None
 
 
+# What a part of the prompt that is no chunk holds (docs/zero-code.md, "Prompt sections").
+SECTION_KINDS = ("instructions", "history", "question", "format")
+
+
+@dataclass(frozen=True)
+class PromptSection:
+    """A stretch of the final prompt that is not a chunk: the instructions (system message or
+    preamble), earlier turns of the conversation, the question, or what follows it (the
+    answer format). Offsets are half-open, like a placement's."""
+
+    kind: str
+    token_start: int | None = None
+    token_end: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A grade for one request, from a grader, a human, or the app itself.
@@ -108,6 +125,7 @@ class RagRecord:
     chunks: tuple[Chunk, ...] = ()
     placements: tuple[Placement, ...] = ()
     outcome: Outcome | None = None
+    prompt_sections: tuple[PromptSection, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from midtrace.collector.normalize.attr_values import (
-    identifier, indexed, integer, join_texts, json_value, number, parts_text, source_id, string)
+    identifier, indexed, integer, join_texts, json_value, number, parts_text, source_id, string,
+    text_length)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
 from midtrace.schemas.model import RagRequest
@@ -137,6 +138,8 @@ def llm_call(span: SpanRecord) -> LlmCall:
         model=string(attrs, REQUEST_MODEL) or string(attrs, RESPONSE_MODEL),
         prompt_tokens=tokens if tokens is not None else integer(attrs, LEGACY_USAGE_PROMPT_TOKENS),
         user_text=user[-1] if user else None,
+        messages=(((("system", text_length(system)),) if system else ())
+                  + tuple((role, text_length(text)) for role, text in conversation)),
     )
 
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from midtrace.collector.normalize.attr_values import readable, text_length
+from midtrace.collector.normalize.sections import prompt_sections
 from midtrace.collector.normalize.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
 from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.decode import estimate_tokens
@@ -84,6 +85,8 @@ class LlmCall:
     prompt_tokens: int | None = None
     cost_usd: float | None = None
     user_text: str | None = None
+    # (role, characters) of each message the prompt joins, in order (collector/normalize/sections.py)
+    messages: tuple[tuple[str | None, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -290,6 +293,9 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         cost_usd=call.cost_usd if call is not None else None,
         chunks=chunks,
         placements=placements,
+        prompt_sections=prompt_sections(
+            call.messages, [(f.start, f.end) for f in found], searched, readable(question))
+        if call is not None and call.messages else None,
     )
     record, estimated = estimate_tokens(record)
     record = replace(record, evidence_tokens=evidence_tokens(record.placements))

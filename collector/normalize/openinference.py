@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from midtrace.collector.normalize.attr_values import (
-    identifier, indexed, integer, join_texts, json_value, number, parts_text, source_id, string)
+    identifier, indexed, integer, join_texts, json_value, number, parts_text, source_id, string,
+    text_length)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
 from midtrace.schemas.chunk_hash import content_hash
@@ -245,6 +246,7 @@ def llm_call(span: SpanRecord) -> LlmCall:
         prompt_tokens=integer(attrs, LLM_TOKEN_COUNT_PROMPT),
         cost_usd=number(attrs.get(LLM_COST_TOTAL)),
         user_text=user[-1] if user else None,
+        messages=tuple((role, text_length(text)) for role, text in conversation),
     )
 
 

@@ -26,6 +26,8 @@ REQUESTS = pa.schema([
     ("tokens_estimated", pa.bool_()), ("latency_ms", pa.float64()), ("cost_usd", pa.float64()),
     ("verifier_result", pa.string()), ("convention", pa.string()),
     ("warnings", pa.list_(pa.string())),
+    ("prompt_sections", pa.list_(pa.struct([("kind", pa.string()), ("token_start", pa.int32()),
+                                            ("token_end", pa.int32())]))),
 ])
 CHUNKS = pa.schema([
     ("request_id", pa.int64()), ("chunk_id", pa.string()), ("ordinal", pa.int32()),
@@ -127,6 +129,10 @@ class Rows:
             tokens_estimated=req.tokens_estimated, latency_ms=r.latency_ms, cost_usd=r.cost_usd,
             verifier_result=_kept(r.verifier_result, keep_text), convention=req.convention,
             warnings=list(req.warnings) or None,
+            prompt_sections=[{"kind": x.kind, "token_start": x.token_start,
+                              "token_end": x.token_end} for x in r.prompt_sections
+                             if x.token_start is not None] or None
+            if r.prompt_sections else None,
         )
         _append(self.requests, values)
         chunks = r.chunks
