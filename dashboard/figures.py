@@ -17,6 +17,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from midtrace.dashboard import labels
+
 BANDS = ("early", "middle", "late")
 TAXONOMY = ("answered", "ungraded", "missing", "dropped", "buried", "unused", "unlabeled")
 LABEL_COLORS = {
@@ -113,7 +115,9 @@ def rate_bars(df: pd.DataFrame, x: str, value: str = "accuracy", split: str | No
               n: str = "n") -> go.Figure:
     """A rate per category with its 95% interval as error bars, one bar group per split value."""
     if df.empty:
-        return empty("No rows for these filters")
+        return empty("No rows for these filters" if split is None else
+                     "Every split point has fewer than min_n graded requests: widen the "
+                     "range or drop the split")
     fig = go.Figure()
     n_groups = len(list(_groups(df, split)))
     for i, (name, part) in enumerate(_groups(df, split)):
@@ -147,8 +151,10 @@ def accuracy_by_band(df: pd.DataFrame, split: str | None = None, title: str | No
             acc = float(part["accuracy"].iloc[0])
             nb = int(part["n"].iloc[0]) if "n" in part else 0
             fig.add_hline(y=acc, line_dash="dash", line_color=SERIES_COLORS[i % len(SERIES_COLORS)],
-                          annotation_text=esc(f"absent ({name}) {acc:.0%}, n={nb:,}"
-                                              if split else f"absent {acc:.0%}, n={nb:,}"),
+                          annotation_text=esc(f"closed book ({name}): {acc:.0%}, n = {nb:,}"
+                                              if split else
+                                              f"closed book (no evidence in the prompt): "
+                                              f"{acc:.0%}, n = {nb:,}"),
                           annotation_position="top right", annotation_font_size=11)
     return fig
 
@@ -170,7 +176,8 @@ def accuracy_by_slot(df: pd.DataFrame, split: str | None = None, title: str | No
     if baseline is not None and not baseline.empty:
         acc = float(baseline["accuracy"].iloc[0])
         fig.add_hline(y=acc, line_dash="dash", line_color="#777",
-                      annotation_text=esc(f"decisive evidence absent: {acc:.0%}"),
+                      annotation_text=esc(f"closed book (no evidence in the prompt): "
+                                          f"{acc:.0%}"),
                       annotation_position="bottom right", annotation_font_size=11)
     fig.update_layout(showlegend=split is not None)
     fig.update_xaxes(title="slot of the decisive chunk (1 = first in the prompt)", dtick=1)
@@ -259,9 +266,13 @@ def taxonomy_by_slice(df: pd.DataFrame, dim: str, title: str | None = None,
     if frame.empty:
         return empty("No graded-wrong requests for these filters")
     frame = frame.copy()
-    frame[dim] = frame[dim].astype("string").fillna("(none)")
+    shown = labels.template if dim in ("template", "template_id") else \
+        labels.model if dim == "model" else (lambda v: "(none)" if pd.isna(v) else str(v))
+    frame[dim] = frame[dim].map(shown)
     totals = frame.groupby(dim)["n"].transform("sum")
     frame["share"] = frame["n"] / totals
+    # each slice says how many wrong answers its shares are of
+    frame[dim] = [f"{v} (n {int(t):,})" for v, t in zip(frame[dim], totals, strict=True)]
     fig = go.Figure()
     for cls in _class_order(frame["class"]):
         part = frame[frame["class"] == cls]
@@ -280,25 +291,29 @@ def taxonomy_by_slice(df: pd.DataFrame, dim: str, title: str | None = None,
 
 
 def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
-    """Week-over-week change per slice that has data in both weeks (frames.slice_moves rows of
-    kind ``moved``): coloured better or worse only when the change is called (z-test,
-    p < 0.05), grey otherwise; each bar says the two values and both n."""
-    frame = df[df["kind"] == "moved"] if "kind" in df else df
+    """Week-over-week change per slice (frames.slice_moves rows of kind ``moved``, and
+    ``new`` ones against all traffic the week before): coloured better or worse only when the
+    change is called (z-test, p < 0.05), grey otherwise; each bar says the two values and
+    both n."""
+    frame = df[df["kind"].isin(("moved", "new")) & df["delta"].notna()] if "kind" in df else df
     if frame.empty:
         return empty("No slice has data in both of the last two weeks")
-    frame = frame.sort_values("delta")
+    frame = frame.loc[frame["delta"].abs().sort_values().index]  # biggest change on top
     called = frame["called"] if "called" in frame else pd.Series(True, index=frame.index)
     colors = ["#bbbbbb" if not c else ("#d62728" if d < 0 else "#2ca02c")
               for d, c in zip(frame["delta"], called, strict=True)]
     p_values = frame["p_value"] if "p_value" in frame else pd.Series(math.nan, index=frame.index)
+    kinds = frame["kind"] if "kind" in frame else pd.Series("moved", index=frame.index)
     fig = go.Figure(go.Bar(
         y=[esc(s) for s in frame["slice"]], x=frame["delta"].astype(float), orientation="h",
         marker_color=colors,
         customdata=list(zip(frame["before"], frame["after"], frame["n"], frame["n_before"],
                             p_values.astype(float), strict=True)),
-        text=[f"{b:.0%} → {a:.0%} (n {nb:,} → {na:,})" + ("" if c else ", not called")
-              for b, a, nb, na, c in zip(frame["before"], frame["after"], frame["n_before"],
-                                         frame["n"], called, strict=True)],
+        text=[(f"new: {a:.0%} (n {na:,}) vs all {b:.0%} the week before (n {nb:,})"
+               if k == "new" else f"{b:.0%} → {a:.0%} (n {nb:,} → {na:,})")
+              + ("" if c else ", not called")
+              for b, a, nb, na, c, k in zip(frame["before"], frame["after"], frame["n_before"],
+                                            frame["n"], called, kinds, strict=True)],
         textposition="auto",
         hovertemplate="%{y}<br>%{customdata[0]:.1%} → %{customdata[1]:.1%}"
                       "<br>change %{x:+.1%}, p = %{customdata[4]:.3f}"
@@ -309,15 +324,21 @@ def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
     return _layout(fig, title, height=max(200, 60 + 30 * len(frame)))
 
 
+SECTION_COLORS = {"instructions": "#8c8c8c", "history": "#b3b3b3", "question": "#5f5f5f",
+                  "format": "#c8c8c8", "unrecorded": "#e3e3e3"}
+
+
 def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: float,
-                 late_start: float, title: str | None = None) -> go.Figure:
+                 late_start: float, title: str | None = None,
+                 segments: pd.DataFrame | None = None) -> go.Figure:
     """One prompt drawn along its token axis: a block per placement, in prompt order.
 
     ``chunks`` has one row per placement: ``chunk_id``, ``prompt_index``, ``token_start``,
     ``token_end``, ``label``, ``decisive``, ``cited`` and optionally ``source_id``,
     ``retrieval_rank``, ``retrieval_score``, ``rerank_rank``, ``rerank_score``, ``authority``.
     Blocks are coloured by label, decisive chunks outlined in black, cited chunks marked with
-    a triangle above the block; dashed lines mark the band boundaries.
+    a triangle above the block; dashed lines mark the band boundaries. ``segments``
+    (frames.prompt_segments) are the rest of the prompt, drawn as labelled grey blocks.
     """
     if chunks.empty:
         return empty("No chunk of this request reached the prompt", height=200)
@@ -337,10 +358,26 @@ def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: flo
     fig = go.Figure()
     fig.add_vrect(x0=early_end * total, x1=late_start * total, fillcolor=MIDDLE_TINT, line_width=0,
                   layer="below")
-    labels = frame["label"].astype("string").fillna("(no label)")
-    for label in [lab for lab in LABEL_COLORS if lab in set(labels)] + sorted(
-            set(labels) - set(LABEL_COLORS)):
-        part = frame[labels == label]
+    if segments is not None and not segments.empty and axis_title == "prompt tokens":
+        for kind, part in segments.groupby("kind", sort=False):
+            wide = (part["tokens"] >= 0.06 * total).tolist()
+            fig.add_trace(go.Bar(
+                base=part["token_start"], x=part["tokens"], y=[0] * len(part), orientation="h",
+                width=0.6, name=esc(part["name"].iloc[0]) if kind != "unrecorded"
+                else "not a chunk (not recorded)",
+                marker=dict(color=SECTION_COLORS.get(str(kind), "#ddd"),
+                            line=dict(color="#fff", width=1)),
+                text=[esc(n) if w else "" for n, w in zip(part["name"], wide, strict=True)],
+                textposition="inside", insidetextanchor="middle",
+                textfont=dict(color="#222" if kind in ("format", "unrecorded", "history")
+                              else "white", size=11),
+                hovertext=[f"{esc(r['name'])}<br>tokens {r['token_start']:,.0f}–"
+                           f"{r['token_end']:,.0f} ({r['tokens']:,.0f} tokens)"
+                           for r in part.to_dict("records")], hoverinfo="text"))
+    chunk_labels = frame["label"].astype("string").fillna("(no label)")
+    for label in [lab for lab in LABEL_COLORS if lab in set(chunk_labels)] + sorted(
+            set(chunk_labels) - set(LABEL_COLORS)):
+        part = frame[chunk_labels == label]
         decisive = part["decisive"].fillna(False).astype(bool)
         fig.add_trace(go.Bar(
             base=part["_start"], x=part["_end"] - part["_start"], y=[0] * len(part),

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import streamlit as st
+
+from midtrace.dashboard import labels
 
 DEFAULT_WEEKS = 8
 TRAFFIC = ("production", "experiment", "all")
@@ -22,6 +25,7 @@ TRAFFIC_NOTES = {
     "experiment": "Counting experiment traffic only: sweeps and replays.",
     "all": "Counting all traffic: production and experiments together.",
 }
+SHOWN = {"model": labels.model, "template": labels.template}  # how an option reads
 SELECT_KEYS = ("service", "model", "template", "strategy", "context_bucket")
 CONTEXT_BUCKETS = ("<4k", "4k-16k", "16k-64k", "64k+")
 LABELS = {"service": "Service", "model": "Model", "template": "Prompt template",
@@ -114,7 +118,8 @@ def sidebar(facets: dict[str, Any]) -> dict[str, str]:
             if not options and key != "context_bucket":
                 continue
             value = st.selectbox(LABELS[key], options, index=None, key=key,
-                                 placeholder="All", bind="query-params")
+                                 placeholder="All", bind="query-params",
+                                 format_func=SHOWN.get(key, str))
             if value:
                 params[key] = str(value)
     return params
@@ -146,3 +151,9 @@ def current() -> dict[str, str]:
 def traffic_note(default: str = "production") -> str:
     """The sentence a page shows under its title: which traffic it counts."""
     return TRAFFIC_NOTES[current().get("traffic", default)]
+
+
+def inspect_link(trace_id: str) -> str:
+    """A link to one trace in the inspector that keeps the current filters (dates, traffic,
+    service...), so the inspector's lists and the way back stay in the same slice."""
+    return "./inspector?" + urlencode({**current(), "trace_id": trace_id})

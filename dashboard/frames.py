@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from midtrace.schemas.stats import SIGNIFICANCE, two_proportion_test, wilson
+from midtrace.dashboard import labels
 
 
 def newest_week(frame: pd.DataFrame) -> date | None:
@@ -53,7 +54,9 @@ def weekly_recall(frame: pd.DataFrame) -> pd.DataFrame:
 def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
                 value: str = "accuracy", n: str = "graded", x: str = "correct") -> pd.DataFrame:
     """Per slice, the change of ``value`` (``x`` of ``n``) from the week before the newest
-    week to the newest.
+    week to the newest. A slice new this week is compared with the whole of its dimension
+    the week before (``versus`` = ``all``: a new template against all traffic), so a
+    template that regresses shows in the week it starts.
 
     ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). ``kind`` is
     ``moved`` (data in both weeks), ``new`` (none the week before: a template in its first
@@ -68,6 +71,9 @@ def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
             continue
         weeks = pd.to_datetime(frame["week"])
         last = weeks.max()
+        # a new slice is measured against the whole traffic of the week before
+        earlier = frame[weeks == last - pd.Timedelta(days=7)]
+        all_x, all_n = float(earlier[x].fillna(0).sum()), int(earlier[n].fillna(0).sum())
         for key, part in frame.assign(_w=weeks).groupby(dim, dropna=True):
             cur = part[part["_w"] == last]
             prev = part[part["_w"] == last - pd.Timedelta(days=7)]
@@ -78,24 +84,39 @@ def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
             kind = "new" if n_prev == 0 else "vanished" if n_cur == 0 else "moved"
             after = float(cur[value].iloc[0]) if n_cur else math.nan
             before = float(prev[value].iloc[0]) if n_prev else math.nan
+            x_prev = float(prev[x].iloc[0]) if n_prev else 0.0
+            versus = "the slice"
+            if kind == "new" and all_n:  # against every slice of the week before
+                before, x_prev, n_prev, versus = all_x / all_n, all_x, all_n, "all"
             z = p = None
-            if kind == "moved":
-                z, p = two_proportion_test(float(prev[x].iloc[0]), n_prev,
-                                           float(cur[x].iloc[0]), n_cur)
-            rows.append({"dimension": dim, "value": str(key), "slice": f"{dim}: {key}",
-                         "kind": kind, "before": before, "after": after, "delta": after - before,
-                         "n": n_cur, "n_before": n_prev, "z": z, "p_value": p,
+            if kind == "moved" or (kind == "new" and n_prev):
+                z, p = two_proportion_test(x_prev, n_prev, float(cur[x].iloc[0]), n_cur)
+            rows.append({"dimension": dim, "value": str(key), "slice": labels.slice_label(dim, key),
+                         "kind": kind, "versus": versus, "before": before, "after": after,
+                         "delta": after - before, "n": n_cur, "n_before": n_prev, "z": z,
+                         "p_value": p,
                          "called": p is not None and p < SIGNIFICANCE
                                    and min(n_cur, n_prev) >= min_n,
                          "small": min(n_cur, n_prev) < min_n})
-    cols = ["dimension", "value", "slice", "kind", "before", "after", "delta", "n", "n_before",
-            "z", "p_value", "called", "small"]
+    cols = ["dimension", "value", "slice", "kind", "versus", "before", "after", "delta", "n",
+            "n_before", "z", "p_value", "called", "small"]
     out = pd.DataFrame(rows, columns=cols)
     if out.empty:
         return out
     rank = out.assign(_k=out["kind"].map({"new": 0, "vanished": 1, "moved": 2}),
                       _a=-out["delta"].abs().fillna(0))
     return out.loc[rank.sort_values(["_k", "_a"], kind="stable").index].reset_index(drop=True)
+
+
+def at_least(frame: pd.DataFrame, min_n: float, split: str | None,
+             n: str = "n") -> tuple[pd.DataFrame, int]:
+    """A split chart's points with at least ``min_n`` graded requests, and how many were
+    hidden: a slice's point over a handful of requests is noise drawn as a finding. Without
+    a split every point stays (its interval says how sure it is)."""
+    if not split or frame.empty or n not in frame:
+        return frame, 0
+    keep = frame[n].fillna(0).astype(float) >= min_n
+    return frame[keep], int((~keep).sum())
 
 
 def change_called(before: float, n_before: int, after: float, n_after: int,
@@ -124,8 +145,10 @@ def arrivals(moves: pd.DataFrame) -> list[str]:
     lines = []
     for r in moves[moves["kind"] != "moved"].itertuples():
         if r.kind == "new":
+            against = (f" (all traffic the week before: {r.before:.0%} of {r.n_before:,})"
+                       if r.versus == "all" else "")
             lines.append(f"{r.slice}: first seen this week, accuracy {r.after:.0%} "
-                         f"of {r.n:,} graded")
+                         f"of {r.n:,} graded{against}")
         else:
             lines.append(f"{r.slice}: no graded traffic this week (the week before: "
                          f"{r.before:.0%} of {r.n_before:,} graded)")
@@ -198,6 +221,60 @@ def placed_chunks(trace: dict[str, Any]) -> pd.DataFrame:
     merged["decisive"] = merged["is_decisive"].fillna(False).astype(bool)
     merged["cited"] = merged["is_cited"].fillna(False).astype(bool)
     return merged
+
+
+SECTION_NAMES = {"instructions": "instructions", "history": "conversation history",
+                 "question": "question", "format": "answer format"}
+
+
+def prompt_segments(placed: pd.DataFrame, sections: Any, prompt_tokens: int | None
+                    ) -> pd.DataFrame:
+    """Everything in the prompt that is not a chunk, as grey blocks for the strip: the
+    request's prompt sections (instructions, history, question, answer format) where the
+    trace recorded its messages, and every other stretch of at least 1% of the prompt that no
+    chunk covers, named by where it sits ("before the chunks", "between chunks", "after the
+    chunks") since what it held was not recorded. Columns ``kind``, ``name``,
+    ``token_start``, ``token_end``, ``tokens``."""
+    cols = ["kind", "name", "token_start", "token_end", "tokens"]
+    chunks = [] if placed.empty else [
+        (float(a), float(b)) for a, b in zip(placed["token_start"], placed["token_end"],
+                                             strict=True) if pd.notna(a) and pd.notna(b)]
+    if not chunks:
+        return pd.DataFrame(columns=cols)
+    total = float(max(prompt_tokens or 0, max(b for _, b in chunks)))
+    rows = [{"kind": str(x["kind"]), "name": SECTION_NAMES.get(str(x["kind"]), str(x["kind"])),
+             "token_start": float(x["token_start"]), "token_end": float(x["token_end"])}
+            for x in (sections if isinstance(sections, list | tuple) else [])
+            if isinstance(x, dict) and x.get("token_start") is not None
+            and x.get("token_end") is not None and x["token_end"] > x["token_start"]]
+    covered = sorted(chunks + [(r["token_start"], r["token_end"]) for r in rows])
+    first, last = min(a for a, _ in chunks), max(b for _, b in chunks)
+    pos, gaps = 0.0, []
+    for a, b in covered + [(total, total)]:
+        if a > pos:
+            gaps.append((pos, a))
+        pos = max(pos, b)
+    for a, b in gaps:
+        if b - a < 0.01 * total:
+            continue
+        where = ("before the chunks" if b <= first else "after the chunks" if a >= last
+                 else "between chunks")
+        rows.append({"kind": "unrecorded", "name": f"{where} (not recorded)",
+                     "token_start": a, "token_end": b})
+    out = pd.DataFrame(rows, columns=cols[:-1])
+    out["tokens"] = out["token_end"] - out["token_start"]
+    return out.sort_values("token_start").reset_index(drop=True)
+
+
+def edge_occurrences(placed: pd.DataFrame) -> list[str]:
+    """Each occurrence of a decisive chunk in the early or late band, as 'slot 1 of 9, early
+    (chunk 3f2a91c0…)': what makes a wrong answer `unused` rather than `buried`."""
+    if placed.empty or "band" not in placed:
+        return []
+    at_edge = placed[placed["decisive"] & placed["band"].isin(("early", "late"))]
+    k = len(placed)
+    return [f"slot {int(r['slot'])} of {k}, {r['band']} (chunk {labels.short_id(r['chunk_id'])})"
+            for r in at_edge.to_dict("records")]
 
 
 def unplaced_chunks(trace: dict[str, Any]) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from midtrace import spreadsheet
-from midtrace.dashboard import data, filters, frames
+from midtrace.dashboard import data, filters, frames, labels
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
@@ -37,10 +37,14 @@ def chart(fig: go.Figure, frame: pd.DataFrame, name: str, key: str | None = None
 
 
 def table(frame: pd.DataFrame, name: str, key: str | None = None, **kw: Any) -> Any:
-    """A data frame (drawn on a canvas, never as HTML) with its CSV download."""
+    """A data frame (drawn on a canvas, never as HTML) with its CSV download: human column
+    names, percentages, right/wrong/not graded (dashboard/labels.py); the CSV keeps the raw
+    columns and values."""
     key = key or name
+    kw["column_config"] = labels.column_config(frame, kw.get("column_config"))
     with st.container(key=f"table_{key}"):  # the key names it in the page (tests, links)
-        event = st.dataframe(frame, key=f"df_{key}", hide_index=True, width="stretch", **kw)
+        event = st.dataframe(labels.readable(frame), key=f"df_{key}", hide_index=True,
+                             width="stretch", **kw)
         st.download_button("⬇ CSV", spreadsheet.to_csv(frame).encode(),
                            file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}")
     return event

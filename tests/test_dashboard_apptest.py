@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from midtrace.collector.storage.store import Store
 from midtrace import supervise as launch
+from midtrace.client import open_client
 from tests.dashboard_data import Fixture, send_all
 from tests.procs import start_collector
 
@@ -92,7 +93,23 @@ def test_position_page_splits_by_model(env: Any, fixture_db: tuple[Path, Fixture
     at.get("button_group")[0].set_value("model").run()
     assert not at.exception
     bands = plotly_specs(at)[0]
-    assert [t["name"] for t in bands["data"] if t["type"] == "bar"] == ["model-a", "model-b"]
+    # the page's range: the default eight weeks up to the newest data cover the fixture
+    client = open_client(db=fixture_db[0])
+    try:
+        split = client.view("accuracy_by_band", group_by=("model",))
+        min_n = int(client.settings()["min_n"])
+    finally:
+        client.close()
+    split = split[(split["band"] != "absent") & split["n"].notna()]
+    kept = split[split["n"] >= min_n]
+    hidden = len(split) - len(kept)
+    assert sorted(split["model"].unique()) == ["model-a", "model-b"] and hidden
+    drawn = [t["name"] for t in bands["data"] if t["type"] == "bar"]
+    assert drawn == sorted(kept["model"].unique())
+    captions = [c.value for c in at.caption]
+    assert any(f"{hidden} split points under min_n = {min_n}" in c for c in captions), captions
+    if kept.empty:  # the chart says why it is empty instead of drawing nothing
+        assert "fewer than" in json.dumps(bands)
 
 
 def test_inspector_in_file_mode_is_read_only_and_says_so(

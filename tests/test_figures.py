@@ -180,15 +180,22 @@ def test_slice_moves_are_called_by_a_z_test_and_new_slices_come_first() -> None:
     a = moved.set_index("value").loc["a"]
     assert a["delta"] == pytest.approx(-0.3) and a["z"] < 0 and a["p_value"] < 0.001
     assert 0.05 < moved.set_index("value").loc["b", "p_value"] < 0.1  # close, not called
+    # a new slice is set against all traffic of the week before: 120 of 155 right
+    v2 = moves.set_index("value").loc["v2"]
+    assert (v2["versus"], v2["n_before"]) == ("all", 155)
+    assert v2["before"] == pytest.approx(120 / 155) and v2["z"] < 0 and not v2["called"]
     assert frames.arrivals(moves) == [
-        "template: v2: first seen this week, accuracy 35% of 20 graded",
+        "template: v2: first seen this week, accuracy 35% of 20 graded (all traffic the week "
+        "before: 77% of 155)",
         "template: old: no graded traffic this week (the week before: 90% of 10 graded)"]
     fig = figures.slice_moves(moves)
     colors = dict(zip(fig.data[0].y, fig.data[0].marker.color, strict=True))
-    assert set(colors) == {"template: a", "template: b", "template: c"}
+    assert set(colors) == {"template: a", "template: b", "template: c", "template: v2"}
     assert colors["template: a"] == "#d62728" and colors["template: b"] == "#bbbbbb"
+    assert list(fig.data[0].y)[-1] == "template: c"  # the biggest change drawn on top
     text = dict(zip(fig.data[0].y, fig.data[0].text, strict=True))
     assert text["template: a"] == "90% → 60% (n 100 → 100)"
+    assert text["template: v2"].startswith("new: 35% (n 20) vs all 77% the week before (n 155)")
 
 
 def test_last_two_weeks_and_weekly_recall() -> None:

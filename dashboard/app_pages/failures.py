@@ -88,17 +88,25 @@ right.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1,
 if rows.empty:
     st.info(f"No {cls} requests match these filters.")
     st.stop()
-rows = rows.assign(open=["./inspector?trace_id=" + t for t in rows["trace_id"]])
+# the link keeps the page's filters, so the inspector's lists and links stay in the same slice
+rows = rows.assign(open=[filters.inspect_link(t) for t in rows["trace_id"]])
+if cls == "unused":
+    st.caption("unused vs band: the first decisive chunk may sit in the middle band while "
+               "another occurrence sat at an edge; 'decisive at an edge' says which edge.")
 shown_cols = [c for c in ("open", "time", "question", "correct", "taxonomy_class", "decisive_band",
-                          "decisive_slot", "k", "model", "template", "strategy", "trace_id")
-              if c in rows.columns]
+                          "decisive_slot", "k") if c in rows.columns]
+if cls == "unused" and "decisive_edge_band" in rows.columns:
+    shown_cols.append("decisive_edge_band")
+shown_cols += [c for c in ("model", "template", "strategy", "trace_id") if c in rows.columns]
 event = ui.table(rows[shown_cols], f"requests_{cls}", key="requests",
                  on_select="rerun", selection_mode="single-row",
                  column_config={"open": st.column_config.LinkColumn(
                      "", display_text="inspect ↗", width="small"),
                      "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
-                     "question": st.column_config.TextColumn("question", width="large")})
+                     "question": st.column_config.TextColumn("question", width="large"),
+                     "decisive_edge_band": "decisive at an edge"})
 selected = event.selection.rows if event is not None else []
 if selected:
     trace_id = str(rows.iloc[selected[0]]["trace_id"])
+    # the sidebar's filters are widgets of the router, bound to the URL: they go along
     st.switch_page("app_pages/inspector.py", query_params={"trace_id": trace_id})

@@ -11,7 +11,7 @@ import re
 
 import streamlit as st
 
-from midtrace.dashboard import data, figures, filters, frames, ui
+from midtrace.dashboard import data, figures, filters, frames, labels, ui
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 CLASS_COLORS = {"answered": "green", "ungraded": "gray", "missing": "violet", "dropped": "orange",
@@ -42,11 +42,13 @@ def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
         if picked:
             st.session_state["trace_id"] = str(rows.iloc[picked[0]]["trace_id"])
 
-    st.dataframe(rows[cols], key=key, hide_index=True, width="stretch",
+    shown = rows[cols]
+    st.dataframe(labels.readable(shown), key=key, hide_index=True, width="stretch",
                  on_select=open_chosen, selection_mode="single-row",
-                 column_config={"time": st.column_config.DatetimeColumn(
-                     "time (UTC)", format="YYYY-MM-DD HH:mm"),
-                     "question": st.column_config.TextColumn(width="large")})
+                 column_config=labels.column_config(shown, {
+                     "time": st.column_config.DatetimeColumn("time (UTC)",
+                                                             format="YYYY-MM-DD HH:mm"),
+                     "question": st.column_config.TextColumn("question", width="large")}))
 
 
 PAGE_SIZE = 50
@@ -112,8 +114,9 @@ if cls in CLASS_COLORS:
 facts[0].caption("failure class")
 for col, (label, value) in zip(facts[1:], (
     ("time (UTC)", str(request.get("time") or "—")[:19].replace("T", " ")),
-    ("model", request.get("model")),
-    ("template · strategy", f"{request.get('template_id') or '—'} · {request.get('strategy') or '—'}"),
+    ("model", labels.model(request.get("model"))),
+    ("template · strategy", f"{labels.template(request.get('template_id'))} · "
+                            f"{request.get('strategy') or 'no strategy'}"),
     ("prompt tokens", f"{request.get('prompt_tokens') or '—'}"
                       + (" (estimated)" if request.get("tokens_estimated") else "")),
     ("decisive at", f"slot {request.get('decisive_slot')} of {request.get('k')}, "
@@ -127,13 +130,23 @@ prompt_tokens = request.get("prompt_tokens")
 if not prompt_tokens and not placed.empty and placed["token_end"].notna().any():
     prompt_tokens = int(placed["token_end"].max())
 bands = data.settings()  # the band edges the views used, so the shading matches the numbers
+segments = frames.prompt_segments(placed, request.get("prompt_sections"), prompt_tokens)
 strip = figures.prompt_strip(placed, prompt_tokens, bands["band_early_end"],
-                             bands["band_late_start"],
-                             title="The prompt, left to right: each block a chunk in prompt order")
+                             bands["band_late_start"], segments=segments,
+                             title="The prompt, left to right: each coloured block a chunk in "
+                                   "prompt order, grey what surrounds them")
 event = ui.chart(strip, placed.drop(columns=["text"], errors="ignore"), f"prompt_{trace_id}",
                  key="strip", on_select="rerun", selection_mode="points",
-                 caption="Colour: label · black outline: decisive · ▼ cited · shaded: the middle "
-                         "band. Hover a block for its ranks and scores; click it to read it.")
+                 caption="Colour: label · grey: the rest of the prompt (instructions, earlier "
+                         "turns, the question, the answer format, or 'not recorded' when the "
+                         "trace did not say) · black outline: decisive · ▼ cited · shaded: the "
+                         "middle band. Hover a block for its ranks and scores; click a chunk "
+                         "to read it.")
+if cls == "unused":
+    edges = frames.edge_occurrences(placed)
+    if edges:
+        st.caption("Class unused, not buried: a decisive chunk sat at an edge of the prompt "
+                   "(" + "; ".join(edges) + ") and the answer was still wrong.")
 clicked = cited_pick = None
 points = event.selection.points if event is not None and event.selection else []
 if points:
@@ -146,11 +159,7 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader("In the prompt")
     ui.table(placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]],
-             f"placements_{trace_id}", key="placed",
-             column_config={"is_decisive": st.column_config.CheckboxColumn("decisive"),
-                            "is_cited": st.column_config.CheckboxColumn("cited"),
-                            "retrieval_score": st.column_config.NumberColumn(format="%.3f"),
-                            "rerank_score": st.column_config.NumberColumn(format="%.3f")})
+             f"placements_{trace_id}", key="placed")
     st.subheader("Retrieved, not in the prompt")
     if unplaced.empty:
         st.caption("Every retrieved chunk reached the prompt.")
@@ -158,17 +167,15 @@ with left:
         cols = [c for c in ("chunk_id", "stage", "drop_reason", "label", "is_decisive",
                             "source_id", "authority", "retrieval_rank", "retrieval_score",
                             "rerank_rank", "rerank_score") if c in unplaced.columns]
-        ui.table(unplaced[cols], f"unplaced_{trace_id}", key="unplaced",
-                 column_config={"is_decisive": st.column_config.CheckboxColumn("decisive"),
-                                "drop_reason": st.column_config.TextColumn("drop reason")})
+        ui.table(unplaced[cols], f"unplaced_{trace_id}", key="unplaced")
 
 with right:
     st.subheader("Answer")
     st.code(request.get("answer") or "(no answer recorded)", language=None, wrap_lines=True)
     st.caption("Citations, in the answer's order; select one to read its chunk.")
-    cite_event = st.dataframe(cites, key="cites", hide_index=True, width="stretch",
-                              on_select="rerun", selection_mode="single-row",
-                              column_config={"decisive": st.column_config.CheckboxColumn()})
+    cite_event = st.dataframe(labels.readable(cites), key="cites", hide_index=True,
+                              width="stretch", on_select="rerun", selection_mode="single-row",
+                              column_config=labels.column_config(cites))
     if cite_event.selection.rows:
         chosen = cites.iloc[cite_event.selection.rows[0]]["chunk_id"]
         hit = placed[placed["chunk_id"] == chosen]
@@ -197,27 +204,32 @@ with right:
 # --- chunk texts -----------------------------------------------------------------------------
 st.subheader("Chunk text")
 options: list[object] = list(placed["prompt_index"]) + list(unplaced.get("chunk_id", []))
-labels = {int(r["prompt_index"]): f"slot {r['slot']} · {r['chunk_id']} · {r['label'] or 'no label'}"
-          + (" · decisive" if r["decisive"] else "") + (" · cited" if r["cited"] else "")
-          for r in placed.to_dict("records")}
-labels.update({c: f"not in prompt · {c}" for c in unplaced.get("chunk_id", [])})
+names = {int(r["prompt_index"]): f"slot {r['slot']} · {labels.short_id(r['chunk_id'])} · "
+         f"{r['label'] or 'no label'}"
+         + (" · decisive" if r["decisive"] else "") + (" · cited" if r["cited"] else "")
+         for r in placed.to_dict("records")}
+names.update({c: f"not in prompt · {labels.short_id(c)}" for c in unplaced.get("chunk_id", [])})
 default = next(
     (int(r["prompt_index"]) for r in placed.to_dict("records") if r["decisive"]),
     options[0] if options else None)
 if options:
     # A click on the strip or a citation picks the chunk once; the select box stays free after.
     for source_key, value in (("_strip_click", clicked), ("_cite_click", cited_pick)):
-        if value is not None and value in labels and st.session_state.get(source_key) != value:
+        if value is not None and value in names and st.session_state.get(source_key) != value:
             st.session_state["chunk_pick"] = value
         st.session_state[source_key] = value
-    if st.session_state.get("chunk_pick") not in labels:
+    if st.session_state.get("chunk_pick") not in names:
         st.session_state["chunk_pick"] = default
-    pick = st.selectbox("Chunk", options, format_func=lambda o: labels.get(o, str(o)),
+    pick = st.selectbox("Chunk", options, format_func=lambda o: names.get(o, str(o)),
                         key="chunk_pick")
     if pick in set(placed["prompt_index"]):
         text = placed[placed["prompt_index"] == pick]["text"].iloc[0]
+        full_id = placed[placed["prompt_index"] == pick]["chunk_id"].iloc[0]
     else:
+        full_id = pick
         text = unplaced[unplaced["chunk_id"] == pick]["text"].iloc[0] if "text" in unplaced else None
+    if labels.short_id(full_id) != str(full_id):  # a content-hash id: the whole, to copy
+        st.code(str(full_id), language=None)
     st.code(text if isinstance(text, str) else "(text not stored)", language=None,
             wrap_lines=True)
     show_all = st.toggle("Show every chunk's text in prompt order", key="all_texts",
@@ -225,7 +237,7 @@ if options:
     if show_all:
         for r in placed.to_dict("records"):
             with st.container(border=True):
-                st.text(labels[int(r["prompt_index"])])
+                st.text(names[int(r["prompt_index"])])
                 st.code(r["text"] if isinstance(r.get("text"), str) else "(text not stored)",
                         language=None, wrap_lines=True)
 

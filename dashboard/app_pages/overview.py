@@ -68,7 +68,8 @@ st.caption("Accuracy in the newest week against the week before, per model, temp
            "strategy and context length, the biggest changes first. Red or green: the change "
            "is unlikely to be noise (two-proportion z-test, p < 0.05, and both weeks have at "
            f"least {min_n} graded requests); grey: it may be. Each bar gives both weeks' "
-           "accuracy and graded n.")
+           "accuracy and graded n; a slice new this week is set against all traffic the week "
+           "before.")
 parts = []
 for dim in ("model", "template", "strategy", "context_bucket"):
     parts.append((dim, ui.query(data.view, "weekly_overview", params, (dim, "week"))))
@@ -76,5 +77,8 @@ moves = frames.slice_moves(parts, min_n)
 arrivals = frames.arrivals(moves)
 if arrivals:  # slice names are data (an app's template ids): shown as text, never Markdown
     st.text("New or gone this week:\n" + "\n".join(f"  {line}" for line in arrivals))
-moved = moves[moves["kind"] == "moved"] if not moves.empty else moves
-ui.chart(figures.slice_moves(moved.head(12)), moves, "slice_moves")
+# moved slices and new ones (against all traffic the week before), the biggest changes first
+charted = moves[moves["kind"].isin(("moved", "new"))] if not moves.empty else moves
+if not charted.empty:
+    charted = charted.loc[charted["delta"].abs().sort_values(ascending=False).index]
+ui.chart(figures.slice_moves(charted.head(12)), moves, "slice_moves")

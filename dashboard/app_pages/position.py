@@ -25,13 +25,18 @@ bands = ui.query(data.view, "accuracy_by_band", params, group)
 if bands.empty:
     ui.no_rows("requests with a decisive chunk in the prompt")
     st.stop()
-present = bands[bands["band"] != "absent"]
+min_n = int(data.settings()["min_n"])
+present, hidden = frames.at_least(bands[bands["band"] != "absent"], min_n, split)
+# 'absent' (the sweep's closed-book condition) exists only in experiment traffic.
 absent = bands[bands["band"] == "absent"]
 ui.chart(figures.accuracy_by_band(present, split=split, baseline=absent,
                                   title="Accuracy by decisive-evidence band"), bands,
          "accuracy_by_band",
-         caption="Dashed line: the closed-book baseline (condition 'absent'), where present."
-         if not absent.empty else "A middle band clearly below the edges is positional bias.")
+         caption=("Dashed line: the closed-book baseline, the sweep's 'absent' condition (no "
+                  "decisive evidence in the prompt). " if not absent.empty else
+                  "A middle band clearly below the edges is positional bias. ")
+         + (f"{hidden} split points under min_n = {min_n} graded requests are hidden."
+            if hidden else ""))
 
 slots = ui.query(data.view, "accuracy_by_slot", params, group)
 ks = frames.requests_per_k(slots)
@@ -39,7 +44,9 @@ if ks:
     k = st.selectbox("Chunks in the prompt (k)", ks, key="k", bind="query-params",
                      help="Slot positions mean different things for different k; ordered by "
                           "number of requests.")
-    at_k = slots[slots["k"] == k]
+    at_k, hidden_k = frames.at_least(slots[slots["k"] == k], min_n, split)
+    if hidden_k:
+        st.caption(f"{hidden_k} points under min_n = {min_n} graded requests are hidden.")
     ui.chart(figures.accuracy_by_slot(at_k, split=split, baseline=absent if not split else None,
                                       title=f"Accuracy by slot of the decisive chunk (k = {k})"),
              at_k, "accuracy_by_slot", key="slot")
