@@ -223,6 +223,13 @@ def test_many_documents_sharing_an_opening_are_told_apart(n: int) -> None:
     ('<doc id="3"/> and <document id=doc7>', ["3", "7"]),
     ("Both [1, 2] and [4][5].", ["1", "2", "4", "5"]),
     ("Per 【2†source】.", ["2"]),
+    # plural lists, as current models write them
+    ("Refunds take 14 days (Documents 1, 3, 14, 15).", ["1", "3", "14", "15"]),
+    ("See [Documents 1, 3, and 5].", ["1", "3", "5"]),
+    ("See (Document 9, 10) and Document 2.", ["9", "10", "2"]),
+    ("Documents 4 and 7 agree; Sources 2 & 3 do not.", ["4", "7", "2", "3"]),
+    ("See [source: terms and conditions].", ["terms and conditions"]),
+    ("As Document 3, which is dated 2024, says", ["3"]),
     ("No citation here.", []),
 ])
 def test_default_pattern_reads_common_citation_styles(answer: str, keys: list[str]) -> None:

@@ -48,7 +48,8 @@ CITATION_PATTERN_ENV = "MIDTRACE_CITATION_PATTERN"
 DEFAULT_CITATION_PATTERN = (
     r"\[\s*([^\[\]\n]{1,80}?)\s*\]"
     r"|<\s*(?:doc|document|source|context)\b[^<>]*?\bid\s*=\s*[\"']?([^\"'\s<>]+)[\"']?[^<>]*>"
-    r"|\b(?:doc(?:ument)?|source|passage|context)\s*#?\s*(\d+)\b"
+    r"|\b(?:doc(?:ument)?|source|passage|context)s?\s*#?\s*"
+    r"(\d+(?:\s*(?:,\s*and|,|;|and|&)\s*#?\d+\b)*)\b"
     r"|【\s*([^†】]+?)\s*(?:†[^】]*)?】"
 )
 
@@ -69,9 +70,21 @@ _LATER_LOOKUPS = 8
 _GRAM_INDEX_COST = 25
 _GRAM_LOOKUP_COST = 25_000
 _KEY_PREFIX = re.compile(
-    r"^(?:doc(?:ument)?|source|src|ref|reference|chunk|passage|context|id)\b\s*[-_:#=]?\s*"
+    r"^(?:doc(?:ument)?s?|sources?|src|refs?|references?|chunks?|passages?|contexts?|ids?)\b"
+    r"\s*[-_:#=]?\s*"
     r"|^(?:doc|src|ref|chunk)(?=\d)")
 _KEY_SPLIT = re.compile(r"\s*[,;]\s*")
+# Numbered keys in one marker may also be joined by "and" or "&": "1, 3, and 5", "9 & 10"
+# (a named key such as "terms and conditions" is not split).
+_NUMBERS_SPLIT = re.compile(r"\s*(?:,\s*and\b|[,;&]|\band\b)\s*")
+_NUMBERED = re.compile(r"^(?:[a-z]+s?\s*[-_:#=]?\s*)?#?\d+$")
+
+
+def _split_keys(raw: str) -> list[str]:
+    parts = [p for p in _NUMBERS_SPLIT.split(raw) if p.strip()]
+    if len(parts) > 1 and all(_NUMBERED.match(p.strip().lower()) for p in parts):
+        return parts
+    return [p for p in _KEY_SPLIT.split(raw) if p.strip()]
 
 
 class InvalidCitationPattern(ValueError):
@@ -471,7 +484,7 @@ def _markers(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int, list[s
     for m in pattern.finditer(text):
         raw = next((g for g in m.groups() if g), None)
         if raw is not None:
-            keys = [normalize_key(part) for part in _KEY_SPLIT.split(raw) if part.strip()]
+            keys = [normalize_key(part) for part in _split_keys(raw)]
             if keys:
                 out.append((m.start(), m.end(), keys))
     return out
