@@ -153,7 +153,16 @@ def settings() -> dict[str, float]:
 
 
 def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
-    """Send a grade to the collector, then forget cached answers so every page shows it."""
+    """Send a grade to the collector, wait until the collector has derived everything it
+    acknowledged (the query API's freshness wait, docs/query-api.md), then forget cached
+    answers, so every page re-reads with the grade counted."""
     result: dict[str, Any] = client().post_outcome(outcome)
+    s = source()
+    if s["url"]:
+        fresh = open_client(url=s["url"], token=s["token"], fresh=True)
+        try:
+            fresh.settings()  # answers once the collector's derived rows are current
+        finally:
+            fresh.close()
     st.cache_data.clear()
     return result
