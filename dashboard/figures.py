@@ -324,8 +324,10 @@ def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
     return _layout(fig, title, height=max(200, 60 + 30 * len(frame)))
 
 
-SECTION_COLORS = {"instructions": "#8c8c8c", "history": "#b3b3b3", "question": "#5f5f5f",
-                  "format": "#c8c8c8", "unrecorded": "#e3e3e3"}
+# What surrounds the chunks: light and hatched, so no section reads as a (grey) chunk.
+SECTION_STYLES = {"instructions": ("#ececec", "/"), "history": ("#ececec", "\\"),
+                  "question": ("#d4d4d4", "x"), "format": ("#ececec", "."),
+                  "unrecorded": ("#f6f6f6", "")}
 
 
 def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: float,
@@ -365,12 +367,13 @@ def prompt_strip(chunks: pd.DataFrame, prompt_tokens: int | None, early_end: flo
                 base=part["token_start"], x=part["tokens"], y=[0] * len(part), orientation="h",
                 width=0.6, name=esc(part["name"].iloc[0]) if kind != "unrecorded"
                 else "not a chunk (not recorded)",
-                marker=dict(color=SECTION_COLORS.get(str(kind), "#ddd"),
-                            line=dict(color="#fff", width=1)),
+                marker=dict(color=SECTION_STYLES.get(str(kind), ("#eee", ""))[0],
+                            pattern=dict(shape=SECTION_STYLES.get(str(kind), ("", ""))[1],
+                                         fgcolor="#9a9a9a", size=6, solidity=0.15),
+                            line=dict(color="#bbb", width=1)),
                 text=[esc(n) if w else "" for n, w in zip(part["name"], wide, strict=True)],
                 textposition="inside", insidetextanchor="middle",
-                textfont=dict(color="#222" if kind in ("format", "unrecorded", "history")
-                              else "white", size=11),
+                textfont=dict(color="#333", size=11),
                 hovertext=[f"{esc(r['name'])}<br>tokens {r['token_start']:,.0f}–"
                            f"{r['token_end']:,.0f} ({r['tokens']:,.0f} tokens)"
                            for r in part.to_dict("records")], hoverinfo="text"))

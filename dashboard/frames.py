@@ -277,6 +277,30 @@ def edge_occurrences(placed: pd.DataFrame) -> list[str]:
             for r in at_edge.to_dict("records")]
 
 
+def compact_chunks(frame: pd.DataFrame) -> pd.DataFrame:
+    """A chunk table narrow enough for the page: token offsets as one 'tokens' range, each
+    rank with its score ('2 (0.812)'), no empty cells printed as 'None'."""
+    def ranked(rank: Any, score: Any) -> str:
+        if rank is None or pd.isna(rank):
+            return "—"
+        return f"{int(rank)}" + ("" if score is None or pd.isna(score) else f" ({float(score):.3f})")
+
+    out = frame.copy()
+    if "token_start" in out and "token_end" in out:
+        out.insert(list(out.columns).index("token_start"), "tokens", [
+            "—" if pd.isna(a) or pd.isna(b) else f"{int(a):,}–{int(b):,}"
+            for a, b in zip(out["token_start"], out["token_end"], strict=True)])
+        out = out.drop(columns=["token_start", "token_end"])
+    for stage in ("retrieval", "rerank"):
+        rank, score = f"{stage}_rank", f"{stage}_score"
+        if rank in out:
+            scores = out[score] if score in out else pd.Series(None, index=out.index)
+            out.insert(list(out.columns).index(rank), stage,
+                       [ranked(r, x) for r, x in zip(out[rank], scores, strict=True)])
+            out = out.drop(columns=[c for c in (rank, score) if c in out])
+    return out
+
+
 def unplaced_chunks(trace: dict[str, Any]) -> pd.DataFrame:
     """Chunks that never reached the prompt (retrieved or reranked only, or dropped)."""
     chunks = pd.DataFrame(trace.get("chunks") or [])

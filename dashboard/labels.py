@@ -39,7 +39,8 @@ COLUMNS = {
     "retrieval_mrr": "MRR (retrieval order)", "prompt_mrr": "MRR (prompt order)",
     "retrieval_ndcg": "NDCG (retrieval order)", "prompt_ndcg": "NDCG (prompt order)",
     "instead_of_decisive": "…and no decisive chunk", "correct_n": "correct",
-    "edge_occurrence": "at an edge",
+    "edge_occurrence": "at an edge", "tokens": "tokens", "retrieval": "retrieval",
+    "rerank": "rerank",
 }
 # Columns that hold a share in [0, 1]: shown as a percentage.
 RATES = {"accuracy", "ci_low", "ci_high", "sensitivity_delta", "buried_failure_rate",

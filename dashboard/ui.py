@@ -36,16 +36,17 @@ def chart(fig: go.Figure, frame: pd.DataFrame, name: str, key: str | None = None
     return event
 
 
-def table(frame: pd.DataFrame, name: str, key: str | None = None, **kw: Any) -> Any:
+def table(frame: pd.DataFrame, name: str, key: str | None = None,
+          csv: pd.DataFrame | None = None, **kw: Any) -> Any:
     """A data frame (drawn on a canvas, never as HTML) with its CSV download: human column
     names, percentages, right/wrong/not graded (dashboard/labels.py); the CSV keeps the raw
-    columns and values."""
+    columns and values (``csv``: the frame to download when the one shown is condensed)."""
     key = key or name
     kw["column_config"] = labels.column_config(frame, kw.get("column_config"))
     with st.container(key=f"table_{key}"):  # the key names it in the page (tests, links)
         event = st.dataframe(labels.readable(frame), key=f"df_{key}", hide_index=True,
                              width="stretch", **kw)
-        st.download_button("⬇ CSV", spreadsheet.to_csv(frame).encode(),
+        st.download_button("⬇ CSV", spreadsheet.to_csv(frame if csv is None else csv).encode(),
                            file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}")
     return event
 

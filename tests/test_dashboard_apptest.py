@@ -120,7 +120,7 @@ def test_inspector_in_file_mode_is_read_only_and_says_so(
     at.text_input(key="trace_id").input(fx.incident).run()
     assert not at.exception
     assert any("Read-only" in i.value for i in at.info)
-    placed = at.dataframe[0].value
+    placed = next(d.value for d in at.dataframe if "tokens" in d.value)  # "In the prompt"
     assert list(placed["chunk_id"]) == ["faq-returns#1", "xss-chunk", "policy-2026#3", "md-chunk",
                                         "policy-2026#4"]
     assert not at.get("form")

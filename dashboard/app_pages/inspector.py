@@ -155,31 +155,23 @@ if points:
         clicked = clicked[0]
 
 # --- chunks, answer, outcome -----------------------------------------------------------------
-left, right = st.columns([3, 2], gap="large")
+# The answer and its grade side by side; the wide tables below take the full width, so no
+# column is cut off at 1440 px.
+left, right = st.columns(2, gap="large")
 with left:
-    st.subheader("In the prompt")
-    ui.table(placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]],
-             f"placements_{trace_id}", key="placed")
-    st.subheader("Retrieved, not in the prompt")
-    if unplaced.empty:
-        st.caption("Every retrieved chunk reached the prompt.")
-    else:
-        cols = [c for c in ("chunk_id", "stage", "drop_reason", "label", "is_decisive",
-                            "source_id", "authority", "retrieval_rank", "retrieval_score",
-                            "rerank_rank", "rerank_score") if c in unplaced.columns]
-        ui.table(unplaced[cols], f"unplaced_{trace_id}", key="unplaced")
-
-with right:
     st.subheader("Answer")
     st.code(request.get("answer") or "(no answer recorded)", language=None, wrap_lines=True)
     st.caption("Citations, in the answer's order; select one to read its chunk.")
-    cite_event = st.dataframe(labels.readable(cites), key="cites", hide_index=True,
+    shown_cites = cites.drop(columns=["source_id", "authority"], errors="ignore")
+    cite_event = st.dataframe(labels.readable(shown_cites), key="cites", hide_index=True,
                               width="stretch", on_select="rerun", selection_mode="single-row",
-                              column_config=labels.column_config(cites))
+                              column_config=labels.column_config(shown_cites))
     if cite_event.selection.rows:
         chosen = cites.iloc[cite_event.selection.rows[0]]["chunk_id"]
         hit = placed[placed["chunk_id"] == chosen]
         cited_pick = int(hit["prompt_index"].iloc[0]) if not hit.empty else chosen
+
+with right:
     st.subheader("Outcome")
     outcome = trace.get("outcome")
     if outcome is None or outcome.get("correct") is None:
@@ -200,6 +192,21 @@ with right:
                    "kept in the answer.")
         ui.table(recall.assign(recalled=recall["recalled"].map({True: "kept", False: "missed"})),
                  f"constraints_{trace_id}", key="constraints")
+
+st.subheader("In the prompt")
+st.caption("Retrieval and rerank: each chunk's rank, with its score in brackets.")
+placed_rows = placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]]
+ui.table(frames.compact_chunks(placed_rows), f"placements_{trace_id}", key="placed",
+         csv=placed_rows)
+st.subheader("Retrieved, not in the prompt")
+if unplaced.empty:
+    st.caption("Every retrieved chunk reached the prompt.")
+else:
+    cols = [c for c in ("chunk_id", "stage", "drop_reason", "label", "is_decisive",
+                        "source_id", "authority", "retrieval_rank", "retrieval_score",
+                        "rerank_rank", "rerank_score") if c in unplaced.columns]
+    ui.table(frames.compact_chunks(unplaced[cols]), f"unplaced_{trace_id}", key="unplaced",
+             csv=unplaced[cols])
 
 # --- chunk texts -----------------------------------------------------------------------------
 st.subheader("Chunk text")
