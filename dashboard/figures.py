@@ -314,14 +314,18 @@ def slice_moves(df: pd.DataFrame, title: str | None = None) -> go.Figure:
               + ("" if c else ", not called")
               for b, a, nb, na, c, k in zip(frame["before"], frame["after"], frame["n_before"],
                                             frame["n"], called, kinds, strict=True)],
-        textposition="auto",
+        textposition="none",  # said under each slice's name instead: a bar's label can
+        # run past the plot's edge, a tick label cannot (the margin grows to fit it)
         hovertemplate="%{y}<br>%{customdata[0]:.1%} → %{customdata[1]:.1%}"
                       "<br>change %{x:+.1%}, p = %{customdata[4]:.3f}"
                       "<br>n = %{customdata[3]:,} → %{customdata[2]:,}<extra></extra>"))
     fig.update_xaxes(tickformat="+.0%", title="change in accuracy, last week vs the week before",
                      zeroline=True, zerolinecolor="#888")
-    fig.update_yaxes(type="category")
-    return _layout(fig, title, height=max(200, 60 + 30 * len(frame)))
+    ys = list(fig.data[0].y)
+    fig.update_yaxes(type="category", automargin=True, tickvals=ys,
+                     ticktext=[f"<b>{y}</b><br>{esc(t)}" for y, t in zip(
+                         ys, fig.data[0].text, strict=True)])
+    return _layout(fig, title, height=max(220, 70 + 44 * len(frame)))
 
 
 # What surrounds the chunks: light and hatched, so no section reads as a (grey) chunk.
