@@ -277,6 +277,21 @@ def edge_occurrences(placed: pd.DataFrame) -> list[str]:
             for r in at_edge.to_dict("records")]
 
 
+def decisive_cells(rows: pd.DataFrame) -> list[str]:
+    """Where each request's decisive chunk sat, in one cell: 'slot 5 of 9, middle', plus the
+    edge an `unused` request had an occurrence at ('…, edge: early'), 'not in the prompt'."""
+    def cell(r: dict[str, Any]) -> str:
+        slot, k, band = r.get("decisive_slot"), r.get("k"), r.get("decisive_band")
+        if slot is None or pd.isna(slot):
+            return "not in the prompt" if (r.get("n_decisive") or 0) else "—"
+        text = f"slot {int(slot)} of {int(k)}" if k is not None and pd.notna(k) else \
+            f"slot {int(slot)}"
+        text += f", {band}" if isinstance(band, str) else ""
+        edge = r.get("decisive_edge_band")
+        return text + (f", edge: {edge}" if isinstance(edge, str) and edge != band else "")
+    return [cell(r) for r in rows.to_dict("records")]
+
+
 def compact_chunks(frame: pd.DataFrame) -> pd.DataFrame:
     """A chunk table narrow enough for the page: token offsets as one 'tokens' range, each
     rank with its score ('2 (0.812)'), no empty cells printed as 'None'."""

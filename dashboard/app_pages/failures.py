@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from midtrace.dashboard import data, figures, filters, ui
+from midtrace.dashboard import data, figures, filters, frames, ui
 
 CLASSES = ("buried", "unused", "dropped", "missing", "unlabeled", "answered", "ungraded")
 MEANING = {
@@ -92,19 +92,17 @@ if rows.empty:
 rows = rows.assign(open=[filters.inspect_link(t) for t in rows["trace_id"]])
 if cls == "unused":
     st.caption("unused vs band: the first decisive chunk may sit in the middle band while "
-               "another occurrence sat at an edge; 'decisive at an edge' says which edge.")
-shown_cols = [c for c in ("open", "time", "question", "correct", "taxonomy_class", "decisive_band",
-                          "decisive_slot", "k") if c in rows.columns]
-if cls == "unused" and "decisive_edge_band" in rows.columns:
-    shown_cols.append("decisive_edge_band")
-shown_cols += [c for c in ("model", "template", "strategy", "trace_id") if c in rows.columns]
-event = ui.table(rows[shown_cols], f"requests_{cls}", key="requests",
+               "another occurrence sat at an edge; the 'decisive chunk' column names that edge.")
+shown = rows.assign(decisive_at=frames.decisive_cells(rows))
+# one class per list, so its class (and whether it was right) goes without saying
+shown_cols = [c for c in ("open", "time", "question", "decisive_at", "model", "template",
+                          "strategy") if c in shown.columns]
+event = ui.table(shown[shown_cols], f"requests_{cls}", key="requests", csv=rows,
                  on_select="rerun", selection_mode="single-row",
                  column_config={"open": st.column_config.LinkColumn(
                      "", display_text="inspect ↗", width="small"),
                      "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
-                     "question": st.column_config.TextColumn("question", width="large"),
-                     "decisive_edge_band": "decisive at an edge"})
+                     "decisive_at": "decisive chunk"})
 selected = event.selection.rows if event is not None else []
 if selected:
     trace_id = str(rows.iloc[selected[0]]["trace_id"])

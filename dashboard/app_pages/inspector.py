@@ -32,7 +32,8 @@ with st.container(border=True):
 
 
 def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
-    cols = [c for c in ("time", "question", "taxonomy_class", "decisive_band", "model", "trace_id")
+    cols = [c for c in ("time", "question", "correct", "taxonomy_class", "decisive_band", "model",
+                        "template", "trace_id")
             if c in rows.columns]
 
     def open_chosen() -> None:
