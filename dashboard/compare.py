@@ -229,24 +229,23 @@ def _interval(low: Any, high: Any, fmt: Any) -> str:
 
 
 def table(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """:func:`against`'s rows as the page lists them: human column names, rates as
-    percentages, differences in percentage points."""
+    """:func:`against`'s rows as the page lists them (A being the baseline, named above the
+    table): human column names, rates as percentages, differences in percentage points."""
     def pts(v: Any) -> str:
         return points(v).removesuffix(" pts")
 
-    rows = [{"strategy (B)": r.strategy, "baseline (A)": r.versus, "method": r.method,
-             "n": r.n, "accuracy B": _rate(r.accuracy), "accuracy A": _rate(r.versus_accuracy),
+    rows = [{"strategy (B)": r.strategy, "method": r.method, "n": r.n,
+             "accuracy B": _rate(r.accuracy), "accuracy A": _rate(r.versus_accuracy),
              "B − A (pts)": pts(r.difference),
-             "95% interval (pts)": _interval(r.ci_low, r.ci_high, pts),
+             "95% (pts)": _interval(r.ci_low, r.ci_high, pts),
              "p": "—" if r.p_value is None or pd.isna(r.p_value) else f"{r.p_value:.3f}",
              "verdict": r.verdict,
-             "more cases to decide": "—" if r.more_cases is None or pd.isna(r.more_cases)
+             "more cases": "—" if r.more_cases is None or pd.isna(r.more_cases)
              else f"{int(r.more_cases):,}"}
             for r in comparisons.itertuples()]
-    return pd.DataFrame(rows, columns=["strategy (B)", "baseline (A)", "method", "n",
-                                       "accuracy B", "accuracy A", "B − A (pts)",
-                                       "95% interval (pts)", "p", "verdict",
-                                       "more cases to decide"])
+    return pd.DataFrame(rows, columns=["strategy (B)", "method", "n", "accuracy B",
+                                       "accuracy A", "B − A (pts)", "95% (pts)", "p",
+                                       "verdict", "more cases"])
 
 
 def averages_table(averages: pd.DataFrame) -> pd.DataFrame:

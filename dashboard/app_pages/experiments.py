@@ -122,6 +122,7 @@ else:
                  caption="Green: B more accurate at that placement. A layout that only wins in "
                          "the middle is fixing positional bias.")
     if not versus.empty:
+        st.text(f"Every strategy (B) against the baseline {reference} (A):")
         ui.table(compare.table(versus), f"against_baseline_{experiment}", key="against")
 
 st.subheader("By the decisive chunk's retrieval rank")
