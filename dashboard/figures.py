@@ -517,3 +517,82 @@ def citation_drift(df: pd.DataFrame, title: str | None = None) -> go.Figure:
                       "%{customdata[0]:,} citing answers<extra></extra>"))
     fig.update_layout(showlegend=True)
     return fig
+
+
+RANK_AXIS = "retrieval rank of the decisive chunk (1 = ranked first, before packing)"
+BAND_TINTS = {"early": "#d9ead3", "middle": "#f4c7c3", "late": "#cfe2f3"}
+
+
+def rank_accuracy(ranks: pd.DataFrame, weights: pd.DataFrame | None = None,
+                  title: str | None = None) -> go.Figure:
+    """Sweep accuracy by the decisive chunk's retrieval rank, one line per strategy with 95%
+    intervals (sweep_ranks); grey bars behind: the share of production requests whose
+    decisive chunk sat at each rank (decisive_ranks), the weights of the weighted average."""
+    if ranks.empty:
+        return empty("No single-piece request with a ranked decisive chunk")
+    fig = go.Figure()
+    tested = sorted({int(r) for r in ranks["retrieval_rank"]})
+    if weights is not None and not weights.empty:
+        shown = weights[weights["retrieval_rank"].isin(tested)]
+        fig.add_trace(go.Bar(
+            x=shown["retrieval_rank"].astype(int), y=shown["share"].astype(float), yaxis="y2",
+            name="production requests at this rank", marker_color="rgba(120, 120, 120, 0.22)",
+            customdata=shown[["requests"]].values,
+            hovertemplate="rank %{x}<br>%{y:.1%} of production requests "
+                          "(%{customdata[0]:,})<extra></extra>"))
+    for i, (name, part) in enumerate(_groups(ranks, "strategy")):
+        part = part.sort_values("retrieval_rank")
+        fig.add_trace(go.Scatter(
+            x=part["retrieval_rank"].astype(int), y=part["accuracy"].astype(float),
+            name=esc(name), mode="lines+markers",
+            line=dict(color=SERIES_COLORS[i % len(SERIES_COLORS)], width=2),
+            error_y=_error(part, "accuracy", "ci_low", "ci_high"),
+            customdata=_custom(part, "ci_low", "ci_high", "n"),
+            hovertemplate=_rate_hover(esc(name), "rank", "accuracy")))
+    fig.update_xaxes(title=RANK_AXIS, dtick=1)
+    _pct_axis(fig, title="accuracy")
+    fig = _layout(fig, title, height=420)
+    if weights is not None and not weights.empty:  # after the shared axis styling
+        fig.update_layout(yaxis2=dict(overlaying="y", side="right", tickformat=".0%",
+                                      title=dict(text="share of production requests"),
+                                      showgrid=False, rangemode="tozero", showline=False))
+    return fig
+
+
+def rank_landing(ranks: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Where each strategy put each retrieval rank in the prompt (sweep_ranks): a grid of
+    strategy × rank, each cell its slot, coloured by band (middle in red)."""
+    if ranks.empty:
+        return empty("No single-piece request with a ranked decisive chunk")
+    frame = ranks.assign(strategy=ranks["strategy"].astype("string").fillna("(none)"))
+    names = sorted(frame["strategy"].unique())
+    tested = sorted({int(r) for r in frame["retrieval_rank"]})
+    level = {"early": 0, "middle": 1, "late": 2}
+    z, text, hover = [], [], []
+    for name in names:
+        row = frame[frame["strategy"] == name].set_index("retrieval_rank")
+        z.append([level.get(row.at[r, "band"], None) if r in row.index else None
+                  for r in tested])
+        text.append([f"slot {_slot(row.at[r, 'slot'])}" if r in row.index else ""
+                     for r in tested])
+        hover.append([f"{esc(name)}<br>retrieval rank {r} → prompt slot "
+                      f"{', '.join(_slot(s) for s in row.at[r, 'slots'])}"
+                      f"<br>band {esc(row.at[r, 'band'])}"
+                      f"<br>{row.at[r, 'middle_share']:.0%} of requests in the middle band"
+                      if r in row.index else "" for r in tested])
+    scale = [[0, BAND_TINTS["early"]], [0.5, BAND_TINTS["middle"]], [1, BAND_TINTS["late"]]]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=tested, y=[esc(n) for n in names], zmin=0, zmax=2, colorscale=scale,
+        showscale=False, text=text, texttemplate="%{text}", hovertext=hover,
+        hoverinfo="text", xgap=2, ygap=2))
+    for band, color in BAND_TINTS.items():  # a legend for the colours
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{band} band",
+                                 marker=dict(symbol="square", size=12, color=color)))
+    fig.update_xaxes(title=RANK_AXIS, dtick=1, showgrid=False)
+    fig.update_yaxes(title="packing strategy", type="category", showgrid=False,
+                     autorange="reversed")
+    return _layout(fig, title, height=max(220, 130 + 44 * len(names)))
+
+
+def _slot(value: Any) -> str:
+    return "—" if value is None or pd.isna(value) else str(int(value))

@@ -2,7 +2,8 @@
 
 Four ISO weeks of a support bot (two models, two packing strategies) whose answers go wrong
 more often when the decisive chunk sits in the middle of the prompt; one incident trace with
-hostile chunk text; one ungraded trace for the grading test; a small placement sweep.
+hostile chunk text; one ungraded trace for the grading test; a small placement sweep by slot
+and a rank sweep that packs its chunks as the strategies do.
 Every number the tests check follows from the tables below, nothing is random.
 """
 
@@ -16,6 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from midtrace.schemas import packing
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from tests.sender import Sender
 
@@ -151,6 +153,45 @@ def sweep_records() -> list[tuple[datetime, RagRecord]]:
     return out
 
 
+RANK_CASES = 6
+RANK_SWEEP_DAY = FIRST_WEEK + timedelta(weeks=WEEKS - 1, days=1)  # a day without other traffic
+
+
+def rank_sweep_records() -> list[tuple[datetime, RagRecord]]:
+    """exp-ranks: 6 cases × rank_1..rank_5 × (score_order, edge), the decisive chunk at that
+    retrieval rank, the prompt packed by the strategy (edge puts ranks 1,3,5,4,2 in slots
+    1-5). An answer is wrong when the decisive chunk was ranked 2 or 3 and sits in slot 2 or
+    3: score_order loses ranks 2 and 3 (18/30), edge only rank 3 (24/30). Paired by case,
+    edge alone is right in 6 pairs and score_order alone in none: McNemar z = 6 / sqrt 6,
+    p = 0.014, so edge is better than the production baseline score_order."""
+    out = []
+    for strategy in ("score_order", "edge"):
+        for case in range(RANK_CASES):
+            for rank in range(1, K + 1):
+                prefix = f"rk-{strategy}-{case}-{rank}"
+                ranked = [f"{prefix}-r{r}" for r in range(1, K + 1)]
+                order = packing.get(strategy)(ranked)
+                chunks, placements = [], []
+                for slot, cid in enumerate(order, start=1):
+                    r = ranked.index(cid) + 1
+                    chunks.append(Chunk(id=cid, source_id=f"doc-{r}", retrieval_rank=r,
+                                        retrieval_score=round(0.9 - 0.05 * r, 3),
+                                        label="direct_answer" if r == rank else "irrelevant",
+                                        text=f"Rank {r} chunk of {prefix}."))
+                    start = PREAMBLE + (slot - 1) * CHUNK_TOKENS
+                    placements.append(Placement(cid, slot - 1, start, start + CHUNK_TOKENS - 20))
+                slot = order.index(ranked[rank - 1]) + 1
+                wrong = rank in (2, 3) and slot in (2, 3)
+                out.append((RANK_SWEEP_DAY + timedelta(minutes=case), RagRecord(
+                    question=f"Rank sweep case {case}", answer="30 days" if wrong else "14 days",
+                    model="model-a", template_id="support-v2", strategy=strategy,
+                    experiment_id="exp-ranks", condition=f"rank_{rank}", case_id=f"rk-{case}",
+                    prompt_tokens=PREAMBLE + K * CHUNK_TOKENS + 200, chunks=tuple(chunks),
+                    placements=tuple(placements),
+                    outcome=Outcome(correct=not wrong, decisive_chunk_ids=(ranked[rank - 1],)))))
+    return out
+
+
 class BatchSender(Sender):
     """The same real SDK and OTLP exporter, exporting in batches (one commit per batch)."""
 
@@ -171,7 +212,7 @@ def send_all(url: str) -> Fixture:
     sender = BatchSender(url)
     fx = Fixture()
     try:
-        for when, record in weekly_records() + sweep_records():
+        for when, record in weekly_records() + sweep_records() + rank_sweep_records():
             fx.traces.append(sender.send(record, start_ns=_ns(when)))
         last = FIRST_WEEK + timedelta(weeks=WEEKS - 1, days=3)
         fx.incident = sender.send(incident_record(), start_ns=_ns(last))

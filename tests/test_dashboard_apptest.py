@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from midtrace.collector.storage.store import Store
 from midtrace import supervise as launch
 from midtrace.client import open_client
+from midtrace.schemas.stats import paired_difference
 from tests.dashboard_data import Fixture, send_all
 from tests.procs import start_collector
 
@@ -187,17 +188,64 @@ def test_the_token_gate(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
     assert {m.label for m in at.metric} >= {"Accuracy", "Buried rate"}
 
 
+def _chart(at: AppTest, title: str) -> dict[str, Any]:
+    return next(s for s in plotly_specs(at)
+                if title in str(s["layout"].get("title", {}).get("text", "")))
+
+
 def test_experiments_page_compares_two_layouts(env: Any,
                                                fixture_db: tuple[Path, Fixture]) -> None:
     env.setenv(launch.ENV_DB, str(fixture_db[0]))
     at = app("experiments")
+    at.selectbox(key="experiment").select("exp-1").run()
     at.selectbox(key="layout_a").select("score_order")
     at.selectbox(key="layout_b").select("edge").run()
     assert not at.exception
-    diff = plotly_specs(at)[1]["data"][0]
+    diff = _chart(at, "edge minus score_order")["data"][0]
     assert diff["x"] == ["first", "middle", "last", "absent"]
     text = dict(zip(diff["x"], diff["text"], strict=True))
     assert text["middle"] == "+100%" and text["first"] == "+0%"
+
+
+def test_experiments_page_reaches_a_verdict_against_the_production_baseline(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app("experiments")  # exp-ranks has the most requests: the default
+    assert not at.exception
+    assert at.selectbox(key="experiment").value == "exp-ranks"
+    texts = [t.value for t in at.text]
+    # production: score_order packs model-a's 20 weekly requests, the incident and the
+    # ungraded one (22); edge model-b's 20
+    assert ("Baseline: score_order, the packing strategy production uses now (22 of 42 "
+            "production requests with a strategy in this range).") in texts
+    # the default comparison is the baseline against the best other strategy, not any two
+    assert at.selectbox(key="layout_a").value == "score_order"
+    assert at.selectbox(key="layout_b").value == "edge"
+    _, low, high = paired_difference(only_a=0, only_b=6, n=30)
+    verdict = (f"edge against score_order: +20.0 pts (95% interval {low * 100:+.1f} pts to "
+               f"{high * 100:+.1f} pts; paired over 30 requests of 6 cases; McNemar p = 0.014) "
+               "→ better.")
+    assert verdict in texts, texts
+    assert low > 0  # the interval agrees with the verdict
+    cards = {m.label: m.value for m in at.metric if m.label == "Against the baseline"}
+    assert cards == {"Against the baseline": "+20.0 pts"}
+    # accuracy by the decisive chunk's retrieval rank, with production's ranks behind it
+    ranks = _chart(at, "Accuracy by retrieval rank")
+    assert ranks["layout"]["xaxis"]["title"]["text"].startswith("retrieval rank of the decisive")
+    # where each rank landed: edge puts rank 2 last (slot 5) and rank 5 in slot 3
+    landing = _chart(at, "Where each retrieval rank landed")["data"][0]
+    rows = dict(zip(landing["y"], landing["text"], strict=True))
+    assert rows["edge"] == ["slot 1", "slot 5", "slot 2", "slot 4", "slot 3"]
+    assert rows["score_order"] == ["slot 1", "slot 2", "slot 3", "slot 4", "slot 5"]
+    averages = next(d.value for d in at.dataframe if "uniform over ranks" in d.value.columns)
+    shown = averages.set_index("strategy").to_dict("index")
+    assert shown["edge"]["uniform over ranks"] == "80.0%"
+    assert shown["score_order"]["uniform over ranks"] == "60.0%"
+    # production's decisive ranks: 1 for the incident and 8 weekly requests, 8 each for 2-5:
+    # score_order right at ranks 1, 4, 5: (9 + 8 + 8) / 41; edge also at 2: (9 + 8 + 8 + 8) / 41
+    assert shown["score_order"]["production-weighted"] == f"{25 / 41:.1%}"
+    assert shown["edge"]["production-weighted"] == f"{33 / 41:.1%}"
+    assert shown["edge"]["production at these ranks"] == "100.0%"
 
 
 def test_inspector_search_pages_through_every_match_under_the_filters(

@@ -153,9 +153,15 @@ def small() -> Iterator[Store]:
                                                   recalled_constraints=("a",))),
          "b", ns("2026-09-23")),
         (record([g], prompt("g"), model="m1", experiment_id="e", condition="start", case_id="c",
-                answer="Fourteen days", outcome=right), "b", ns("2026-09-22")),
+                strategy="score_order", answer="Fourteen days", outcome=right), "b",
+         ns("2026-09-22")),
         (record([x, g], prompt("x", "g"), model="m1", experiment_id="e", condition="end",
-                case_id="c", answer="Thirty days", outcome=wrong), "b", ns("2026-09-22")),
+                case_id="c", strategy="score_order", answer="Thirty days", outcome=wrong), "b",
+         ns("2026-09-22")),
+        # the same case and condition under a second strategy: a pair for sweep_pairs
+        (record([g, x], prompt("x", "g"), model="m1", experiment_id="e", condition="start",
+                case_id="c", strategy="edge", answer="Fourteen days", outcome=right), "b",
+         ns("2026-09-22")),
     ]
     store = Store(duckdb.connect())
     store.write(sdk_jobs(records))
@@ -172,7 +178,7 @@ def rows(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | Non
 
 def test_defaults_give_the_rows_of_the_stored_views(small: Store) -> None:
     conn = small.conn
-    assert rows(conn, "SELECT count(*) FROM requests") == [(5,)]
+    assert rows(conn, "SELECT count(*) FROM requests") == [(6,)]
     compared = []
     for view in sqlfiles.views():
         if view.name == "helpers":  # macros beside one view: not a single query
@@ -192,7 +198,7 @@ def test_defaults_give_the_rows_of_the_stored_views(small: Store) -> None:
 def test_scoped_renderings_give_the_rows_of_the_stored_evidence_view(small: Store) -> None:
     conn = small.conn
     live = rows(conn, "SELECT * FROM request_evidence_live ORDER BY request_id")
-    assert len(live) == 5
+    assert len(live) == 6
     assert rows(conn, "SELECT * FROM request_evidence ORDER BY request_id") == live
     view = sqlfiles.view_file("request_evidence_live")
     ranged = sqlfiles.view_body(sqlfiles.render_view(view, scope="request_range"))

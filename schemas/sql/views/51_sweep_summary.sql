@@ -1,4 +1,4 @@
--- metric: Sweep metrics per experiment and packing strategy: position sensitivity delta, buried-evidence failure rate, answer consistency across permutations, constraint recall, and the closed-book baseline.
+-- metric: Sweep metrics per experiment and packing strategy: accuracy with its Wilson 95% interval, position sensitivity delta, buried-evidence failure rate, answer consistency across permutations, constraint recall, and the closed-book baseline.
 -- keys: experiment, strategy
 -- traffic: experiment
 --
@@ -82,6 +82,8 @@ SELECT {{ groups }}
     t.n,
     t.correct,
     t.accuracy,
+    wilson_low(t.correct, t.n) AS ci_low,
+    wilson_high(t.correct, t.n) AS ci_high,
     t.absent_n,
     t.absent_accuracy,
     coalesce(s.conditions, 0) AS conditions,
