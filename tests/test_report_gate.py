@@ -91,8 +91,14 @@ def test_report_html_has_inline_svg_and_escapes_text(module_collector: Proc, gra
 def test_report_markdown(module_collector: Proc, graded: list[str]) -> None:
     code, out, _ = run("report", "--url", module_collector.url, "--filter", "service=gate")
     assert code == 0
-    assert out.startswith("# midtrace report") and "## Accuracy by decisive-evidence band" in out
-    assert "\\<b>" not in out and "| middle |" in out
+    assert out.startswith("# midtrace weekly review: week of 2026-10-12")
+    # findings first, then the incidents, the weeks, and every table in a collapsed appendix
+    order = [out.index(h) for h in ("## Findings", "## Incidents of the week", "## Week by week",
+                                    "<details>", "### Accuracy by decisive-evidence band")]
+    assert order == sorted(order)
+    assert "\\<b>" not in out and "<b>old</b>" not in out and "| middle |" in out
+    assert "| Decisive evidence band | Requests | Graded | Correct | Accuracy |" in out
+    assert "| 75.0% |" in out  # accuracy as a percentage
 
 
 def test_gate_exit_codes(module_collector: Proc, graded: list[str], tmp_path: Path) -> None:
