@@ -35,7 +35,8 @@ figure{margin:1.6em 0}figcaption{color:#555;font-size:.9em;margin-top:.3em}
 table{border-collapse:collapse;width:100%;margin:.4em 0 1.2em;font-size:13px}
 td,th{border:1px solid #d6d6d6;padding:3px 6px;text-align:left;vertical-align:top;
 overflow-wrap:anywhere}
-th{background:#f3f3f3;font-weight:600}td.num,th.num{text-align:right;white-space:nowrap}
+th{background:#f3f3f3;font-weight:600}td.num,th.num{text-align:right}
+div.wide{overflow-x:auto;max-width:100%}div.wide table{font-size:12px}
 table.incidents{table-layout:fixed}table.incidents td:last-child{word-break:break-all}
 details{margin:2em 0}summary{cursor:pointer;font-weight:600;font-size:1.15em}
 """
@@ -181,6 +182,7 @@ def render_html(report: dict[str, Any]) -> str:
     parts.append('<details id="appendix"><summary>Appendix: every table behind this report'
                  "</summary>")
     for section, name in TITLES.items():
-        parts.append(f"<h3>{escape(name)}</h3>{_table(report[section])}")
+        # a table of many columns scrolls within the page on a narrow screen, never past it
+        parts.append(f'<h3>{escape(name)}</h3><div class="wide">{_table(report[section])}</div>')
     parts.append("</details></body></html>\n")
     return "".join(parts)
