@@ -89,7 +89,7 @@ def shoot_report(db: str, out: Path, width: int, until: str = "2026-11-16") -> P
         html = render(build_report(client, Filters(until=parse_time(until)),
                                    dashboard_url="http://127.0.0.1:8501"), "html")
     out.mkdir(parents=True, exist_ok=True)
-    page_file = out / "report.html.tmp"
+    page_file = out / ".report-preview.html"
     page_file.write_text(html, encoding="utf-8")
     path = out / "report.png"
     try:
