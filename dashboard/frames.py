@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from midtrace.schemas.stats import SIGNIFICANCE, two_proportion_test, wilson
+from midtrace import findings
 from midtrace.dashboard import labels
+from midtrace.schemas.stats import wilson
 
 
 def newest_week(frame: pd.DataFrame) -> date | None:
@@ -61,43 +62,38 @@ def slice_moves(parts: Iterable[tuple[str, pd.DataFrame]], min_n: float,
     ``parts`` pairs a dimension with weekly_overview grouped by (dimension, week). ``kind`` is
     ``moved`` (data in both weeks), ``new`` (none the week before: a template in its first
     week) or ``vanished`` (none in the newest week). A move is ``called`` (coloured better or
-    worse) when the two-proportion z-test gives p < 0.05 (midtrace.schemas.stats) and both
-    weeks have at least ``min_n`` (the database's setting) graded requests. New and vanished slices come first,
-    then the moves by the size of the change, biggest first.
+    worse) by the findings' test (midtrace.findings.judge_change: p < 0.05 and both weeks at
+    least ``min_n``, the database's setting). New and vanished slices come first, then the
+    moves by the size of the change, biggest first.
     """
+    counted = findings.Metric(value, value, "", x, n, n, True)
     rows = []
     for dim, frame in parts:
         if frame.empty or dim not in frame:
             continue
-        weeks = pd.to_datetime(frame["week"])
-        last = weeks.max()
+        last = pd.Timestamp(pd.to_datetime(frame["week"]).max()).date()
+        weeks = findings.slice_weeks(findings.weekly_counts(frame, counted, [dim]), dim, last)
         # a new slice is measured against the whole traffic of the week before
-        earlier = frame[weeks == last - pd.Timedelta(days=7)]
-        all_x, all_n = float(earlier[x].fillna(0).sum()), int(earlier[n].fillna(0).sum())
-        for key, part in frame.assign(_w=weeks).groupby(dim, dropna=True):
-            cur = part[part["_w"] == last]
-            prev = part[part["_w"] == last - pd.Timedelta(days=7)]
-            n_cur = int(cur[n].iloc[0]) if not cur.empty else 0
-            n_prev = int(prev[n].iloc[0]) if not prev.empty else 0
+        all_x = sum(s.before_count for s in weeks)
+        all_n = int(sum(s.before_total for s in weeks))
+        for s in weeks:
+            n_cur, n_prev = int(s.after_total), int(s.before_total)
             if n_cur == 0 and n_prev == 0:
                 continue
             kind = "new" if n_prev == 0 else "vanished" if n_cur == 0 else "moved"
-            after = float(cur[value].iloc[0]) if n_cur else math.nan
-            before = float(prev[value].iloc[0]) if n_prev else math.nan
-            x_prev = float(prev[x].iloc[0]) if n_prev else 0.0
-            versus = "the slice"
+            after = s.after_count / n_cur if n_cur else math.nan
+            before = s.before_count / n_prev if n_prev else math.nan
+            x_prev, versus = s.before_count, "the slice"
             if kind == "new" and all_n:  # against every slice of the week before
                 before, x_prev, n_prev, versus = all_x / all_n, all_x, all_n, "all"
-            z = p = None
-            if kind == "moved" or (kind == "new" and n_prev):
-                z, p = two_proportion_test(x_prev, n_prev, float(cur[x].iloc[0]), n_cur)
-            rows.append({"dimension": dim, "value": str(key), "slice": labels.slice_label(dim, key),
-                         "kind": kind, "versus": versus, "before": before, "after": after,
+            called, z, p = (findings.judge_change(x_prev, n_prev, s.after_count, n_cur, min_n)
+                            if kind == "moved" or (kind == "new" and n_prev)
+                            else (False, None, None))
+            rows.append({"dimension": dim, "value": str(s.value),
+                         "slice": labels.slice_label(dim, s.value), "kind": kind,
+                         "versus": versus, "before": before, "after": after,
                          "delta": after - before, "n": n_cur, "n_before": n_prev, "z": z,
-                         "p_value": p,
-                         "called": p is not None and p < SIGNIFICANCE
-                                   and min(n_cur, n_prev) >= min_n,
-                         "small": min(n_cur, n_prev) < min_n})
+                         "p_value": p, "called": called, "small": min(n_cur, n_prev) < min_n})
     cols = ["dimension", "value", "slice", "kind", "versus", "before", "after", "delta", "n",
             "n_before", "z", "p_value", "called", "small"]
     out = pd.DataFrame(rows, columns=cols)
@@ -119,14 +115,7 @@ def at_least(frame: pd.DataFrame, min_n: float, split: str | None,
     return frame[keep], int((~keep).sum())
 
 
-def change_called(before: float, n_before: int, after: float, n_after: int,
-                  min_n: float) -> tuple[bool, float | None]:
-    """Whether a week-over-week change of a rate is called (coloured better or worse), and
-    its p: both weeks at least ``min_n`` and the two-proportion z-test below 0.05."""
-    if min(n_before, n_after) < min_n:
-        return False, None
-    _, p = two_proportion_test(round(before * n_before), n_before, round(after * n_after), n_after)
-    return p is not None and p < SIGNIFICANCE, p
+change_called = findings.change_called
 
 
 def constraint_recall(required: Iterable[Any], recalled: Iterable[Any] | None) -> pd.DataFrame:

@@ -56,6 +56,17 @@ class GateResult:
     def passed(self) -> bool:
         return all(c.verdict == "pass" for c in self.checks)
 
+    def message(self, filters: dict[str, str]) -> str:
+        """The verdict as a chat message (Markdown; ``&``, ``<`` and ``>`` escaped as Slack
+        asks): the verdict, what was judged, one line per threshold."""
+        def chat(text: str) -> str:
+            return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+        judged = ", ".join(f"{k}={v}" for k, v in filters.items()) or "all production traffic"
+        lines = [f"*midtrace gate: {'pass' if self.passed else 'FAIL'}* ({chat(judged)})"]
+        lines += [f"`{chat(c.line().rstrip())}`" for c in self.checks]
+        return "\n".join(lines)
+
 
 def _value(frame: pd.DataFrame, column: str) -> Any:
     import pandas as pd

@@ -1,24 +1,24 @@
 """The weekly review as a document: JSON (schema in docs/report-schema.md), Markdown or HTML.
 
-``build_report`` reads the metric views through a client and returns a plain dict; the
-renderers turn that dict into text. The HTML embeds its charts as inline SVG (midtrace/svg.py)
-and escapes every value, since questions, sources and answers are untrusted text.
+``build_report`` reads the findings (midtrace/findings.py), the incidents of the week
+(midtrace/incidents.py) and the metric views through a client and returns a plain dict; the
+renderers (midtrace/report_markdown.py, midtrace/report_html.py) turn that dict into text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from html import escape
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import pandas as pd
 
-from midtrace import svg
+from midtrace import findings, incidents
 from midtrace.client import Client, Filters
-from midtrace.collector.query.reads import BANDS, json_value
+from midtrace.collector.query.reads import json_value
 
 SCHEMA_VERSION = "1"
 
@@ -94,8 +94,9 @@ def _plain(value: Any) -> Any:
 
 
 def build_report(client: Client, filters: Filters = Filters(),
-                 group_by: Sequence[str] = ()) -> dict[str, Any]:
-    """Every section of the weekly review, as JSON-safe data (docs/report-schema.md)."""
+                 group_by: Sequence[str] = (), dashboard_url: str | None = None) -> dict[str, Any]:
+    """Every section of the weekly review, as JSON-safe data (docs/report-schema.md): the
+    findings and incidents of the newest week in range first, then the metric views."""
     group_by = list(group_by)
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -111,157 +112,60 @@ def build_report(client: Client, filters: Filters = Filters(),
         frame = client.view(view, filters, group_by)
         keys = [g for g in group_by if g in frame.columns and g not in columns]
         report[section] = _records(frame, keys, columns)
+    review = read_review(client, filters)
+    shown, totals = (incidents.read_incidents(client, filters, review.week, dashboard_url)
+                     if review.week else ([], {"questions": 0, "requests": 0}))
+    report["review"] = {
+        "week": review.week.isoformat() if review.week else None,
+        "compared_with": review.compared_with.isoformat() if review.compared_with else None,
+        "min_n": review.min_n,
+        "summary": review.summary,
+        "incidents": totals,
+    }
+    report["findings"] = [json_value(f.to_json()) for f in review.findings]
+    report["incidents"] = json_value(shown)
     return report
+
+
+@dataclass(frozen=True)
+class ReadReview:
+    week: date | None
+    compared_with: date | None
+    min_n: int
+    summary: str
+    findings: list[findings.Finding]
+
+
+def read_review(client: Client, filters: Filters) -> ReadReview:
+    """The findings of the newest week in ``filters``' range against the week before it (read
+    even when it lies before ``since``: a weekly review compares whole ISO weeks)."""
+    min_n = int(client.settings().get("min_n", 30))
+    newest = findings.newest_week(client.view("weekly_overview", filters))
+    if newest is None:
+        return ReadReview(None, None, min_n, "No requests in range: nothing to review.", [])
+    before, after = findings.review_window(newest)
+    start = datetime.combine(before, time(0), tzinfo=UTC)
+    end = datetime.combine(after, time(0), tzinfo=UTC)
+    window = dataclasses.replace(filters, since=start,
+                                 until=min(end, filters.until) if filters.until else end)
+    review = findings.collect(lambda view, group_by: client.view(view, window, group_by), min_n)
+    return ReadReview(review.week, review.compared_with, min_n, review.summary, review.findings)
 
 
 def render_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-# --- Markdown ----------------------------------------------------------------------------------
-
-TITLES = {
-    "overview": "Overview", "accuracy_by_band": "Accuracy by decisive-evidence band",
-    "accuracy_by_slot": "Accuracy by decisive slot (the U-curve)",
-    "taxonomy": "Failure taxonomy", "buried_rate": "Buried rate", "weekly": "Week by week",
-    "taxonomy_by_week": "Failure taxonomy by week", "citations": "Citation alignment",
-    "citation_drift": "Citation drift by week",
-    "cited_sources_elsewhere": "Sources cited beside the decisive evidence",
-    "constraint_recall": "Constraint recall by context length", "sweep": "Sweep experiments",
-    "sweep_conditions": "Sweep conditions", "unsupported_confidence": "Unsupported confidence",
-    "retrieval": "Retrieval context",
-}
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.3f}"
-    return str(value)
-
-
-def _table_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    if not rows:
-        return [], []
-    groups = list(rows[0]["group"])
-    columns = [c for c in rows[0] if c != "group"]
-    header = groups + columns
-    body = [[_cell(r["group"].get(g)) for g in groups] + [_cell(r.get(c)) for c in columns]
-            for r in rows]
-    return header, body
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def traffic_sentence(traffic: str) -> str:
-    """What the report counts, said once at the top."""
-    return {"production": "Counts production traffic (requests of no experiment); the sweep "
-                          "sections count the experiments.",
-            "experiment": "Counts experiment traffic only (sweeps and replays).",
-            "all": "Counts all traffic, production and experiments together."}[traffic]
-
-
-def render_markdown(report: dict[str, Any]) -> str:
-    lines = ["# midtrace report", ""]
-    filters = report["filters"]
-    lines.append("Filters: " + (", ".join(f"`{k}={v}`" for k, v in filters.items()) or "none")
-                 + (f"; grouped by {', '.join(report['group_by'])}" if report["group_by"] else "")
-                 + f"; {report['requests']} requests; generated {report['generated_at']}.")
-    lines += ["", traffic_sentence(report["traffic"])]
-    for section, title in TITLES.items():
-        lines += ["", f"## {title}", ""]
-        header, body = _table_rows(report[section])
-        if not header:
-            lines.append("No data.")
-            continue
-        lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
-        lines.append("|" + "---|" * len(header))
-        for row in body:
-            lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-# --- HTML ----------------------------------------------------------------------------------------
-
-
-def _label(group: dict[str, Any], *extra: Any) -> str:
-    return " / ".join(str(v) for v in [*group.values(), *extra] if v is not None) or "all"
-
-
-def charts(report: dict[str, Any]) -> list[str]:
-    """The report's charts as SVG strings: bands, slots, taxonomy, weekly trends."""
-    out = []
-    band_rows = sorted(report["accuracy_by_band"], key=lambda r: (
-        _label(r["group"]), ["absent", *BANDS].index(r["band"]) if r["band"] in ["absent", *BANDS] else 9))
-    out.append(svg.bar_chart(
-        "Accuracy by decisive-evidence band (Wilson 95%)",
-        [_label(r["group"], r["band"]) for r in band_rows], [r["accuracy"] for r in band_rows],
-        [r["ci_low"] for r in band_rows], [r["ci_high"] for r in band_rows],
-        [f"n={r['n']}" for r in band_rows], y_label="accuracy", y_max=1.0))
-    slots = report["accuracy_by_slot"]
-    if slots:
-        ks: dict[Any, int] = {}
-        for r in slots:
-            ks[r["k"]] = ks.get(r["k"], 0) + (r["n"] or 0)
-        k = max(ks, key=lambda key: ks[key])  # the U-curve of the most common prompt size
-        series: dict[str, list[float | None]] = {}
-        for r in slots:
-            if r["k"] == k:
-                series.setdefault(_label(r["group"]), [None] * int(k))[int(r["slot"]) - 1] = r["accuracy"]
-        out.append(svg.line_chart(f"Accuracy by decisive slot, k={k}",
-                                  [str(i) for i in range(1, int(k) + 1)], series,
-                                  y_label="accuracy", y_max=1.0))
-    tax = report["taxonomy"]
-    out.append(svg.bar_chart("Failure taxonomy", [_label(r["group"], r["class"]) for r in tax],
-                             [r["n"] for r in tax], y_label="requests"))
-    weekly = report["weekly"]
-    weeks = sorted({r["week"] for r in weekly})
-    for metric, title in (("accuracy", "Accuracy by week"), ("buried_rate", "Buried rate by week"),
-                          ("citation_alignment", "Citation alignment by week")):
-        series = {}
-        for r in weekly:
-            series.setdefault(_label(r["group"]), [None] * len(weeks))[weeks.index(r["week"])] = r[metric]
-        out.append(svg.line_chart(title, weeks, series, y_label=metric.replace("_", " "), y_max=1.0))
-    return out
-
-
-def render_html(report: dict[str, Any]) -> str:
-    parts = [
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        "<title>midtrace report</title><style>body{font-family:sans-serif;max-width:1100px;"
-        "margin:2em auto;color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
-        "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
-        "figure{margin:1em 0}</style></head><body>",
-        "<h1>midtrace report</h1>",
-        f"<p>Filters: {escape(', '.join(f'{k}={v}' for k, v in report['filters'].items()) or 'none')}"
-        f"{escape('; grouped by ' + ', '.join(report['group_by'])) if report['group_by'] else ''}"
-        f"; {report['requests']} requests; generated {escape(report['generated_at'])}.</p>",
-        f"<p>{escape(traffic_sentence(report['traffic']))}</p>",
-    ]
-    parts += [f"<figure>{chart}</figure>" for chart in charts(report)]
-    for section, title in TITLES.items():
-        parts.append(f"<h2>{escape(title)}</h2>")
-        header, body = _table_rows(report[section])
-        if not header:
-            parts.append("<p>No data.</p>")
-            continue
-        parts.append("<table><thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in header)
-                     + "</tr></thead><tbody>")
-        for row in body:
-            parts.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
-        parts.append("</tbody></table>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
-
-
-RENDERERS = {"json": render_json, "md": render_markdown, "html": render_html}
-
-
 def render(report: dict[str, Any], fmt: str) -> str:
-    return RENDERERS[fmt](report)
+    """The report as ``json``, ``md`` (Markdown) or ``html``."""
+    if fmt == "json":
+        return render_json(report)
+    if fmt == "md":
+        from midtrace.report_markdown import render_markdown
+
+        return render_markdown(report)
+    if fmt == "html":
+        from midtrace.report_html import render_html
+
+        return render_html(report)
+    raise ValueError(f"unknown report format {fmt!r}")

@@ -6,6 +6,10 @@
 Starts `midtrace dashboard --db DB` on a free loopback port, opens every page in Debian's
 headless Chromium (/usr/bin/chromium), waits until every chart is drawn and saves one PNG per
 page, as tall as the page. The inspector shows --trace-id, or the newest buried request.
+
+It also renders the HTML weekly review of the week the sample's new template starts
+(`report --until 2026-11-16`, docs/report-and-gate.md) and saves it as report.png;
+`--report-only` skips the dashboard.
 """
 
 from __future__ import annotations
@@ -76,14 +80,46 @@ def shoot(db: str, out: Path, trace_id: str | None, width: int) -> list[Path]:
     return written
 
 
+def shoot_report(db: str, out: Path, width: int, until: str = "2026-11-16") -> Path:
+    from midtrace.client import Filters
+    from midtrace.collector.query.reads import parse_time
+    from midtrace.report import build_report, render
+
+    with open_client(db=db) as client:
+        html = render(build_report(client, Filters(until=parse_time(until)),
+                                   dashboard_url="http://127.0.0.1:8501"), "html")
+    out.mkdir(parents=True, exist_ok=True)
+    page_file = out / ".report-preview.html"
+    page_file.write_text(html, encoding="utf-8")
+    path = out / "report.png"
+    try:
+        with sync_playwright() as pw:
+            browser = launch(pw)
+            page = browser.new_page(viewport={"width": width, "height": 1000},
+                                    device_scale_factor=1)
+            page.goto(page_file.resolve().as_uri())
+            page.screenshot(path=str(path), full_page=True)
+            browser.close()
+    finally:
+        page_file.unlink()
+    from PIL import Image  # a dependency of streamlit: a palette keeps the tall page small
+
+    Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
+    print(f"wrote {path}", flush=True)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("db", help="a midtrace DuckDB file (no collector may hold it)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     parser.add_argument("--trace-id", default=None, help="the request the inspector shows")
     parser.add_argument("--width", type=int, default=1440)
+    parser.add_argument("--report-only", action="store_true", help="only the HTML report")
     args = parser.parse_args()
-    shoot(args.db, Path(args.out), args.trace_id, args.width)
+    if not args.report_only:
+        shoot(args.db, Path(args.out), args.trace_id, args.width)
+    shoot_report(args.db, Path(args.out), min(args.width, 1280))
 
 
 if __name__ == "__main__":

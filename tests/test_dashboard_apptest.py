@@ -77,6 +77,9 @@ def test_overview_shows_the_newest_week_against_the_one_before(
     assert at.date_input(key="f_since").value.isoformat() == "2026-10-12"
     assert len(plotly_specs(at)) == 5
     assert any("change not called" in c.value for c in at.caption)
+    # the findings lead the page, as plain text: here too few per week to call a change
+    assert at.subheader[0].value == "Findings"
+    assert at.text[0].value.startswith("Nothing moved beyond noise")
 
 
 def test_model_filter_from_the_url_narrows_the_numbers(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
@@ -91,8 +94,14 @@ def test_report_html_has_inline_svg_and_escapes_text(module_collector: Proc, gra
 def test_report_markdown(module_collector: Proc, graded: list[str]) -> None:
     code, out, _ = run("report", "--url", module_collector.url, "--filter", "service=gate")
     assert code == 0
-    assert out.startswith("# midtrace report") and "## Accuracy by decisive-evidence band" in out
-    assert "\\<b>" not in out and "| middle |" in out
+    assert out.startswith("# midtrace weekly review: week of 2026-10-12")
+    # findings first, then the incidents, the weeks, and every table in a collapsed appendix
+    order = [out.index(h) for h in ("## Findings", "## Incidents of the week", "## Week by week",
+                                    "<details>", "### Accuracy by decisive-evidence band")]
+    assert order == sorted(order)
+    assert "\\<b>" not in out and "<b>old</b>" not in out and "| middle |" in out
+    assert "| Decisive evidence band | Requests | Graded | Correct | Accuracy |" in out
+    assert "| 75.0% |" in out  # accuracy as a percentage
 
 
 def test_gate_exit_codes(module_collector: Proc, graded: list[str], tmp_path: Path) -> None:
@@ -123,6 +132,109 @@ def test_gate_exit_codes(module_collector: Proc, graded: list[str], tmp_path: Pa
     assert code == 3 and "does not exist" in err
     code, _, err = run("gate", "--db", str(module_collector.db_path))  # type: ignore[attr-defined]
     assert code == 3 and "--url" in err  # the collector holds the file
+
+
+class Webhook:
+    """A real HTTP server on a free loopback port that records each POST and answers
+    ``status``: a stand-in for a chat's incoming webhook."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.status = 200
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                length = int(self.headers.get("Content-Length", "0"))
+                hook.bodies.append({"content_type": self.headers.get("Content-Type"),
+                                    "json": json.loads(self.rfile.read(length))})
+                self.send_response(hook.status)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok" if hook.status < 300 else b"invalid_token")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T0/B0/secret"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+def test_report_posts_its_findings_to_a_webhook(module_collector: Proc, graded: list[str],
+                                               webhook: Webhook, tmp_path: Path) -> None:
+    out_file = tmp_path / "review.md"
+    code, _, err = run("report", "--url", module_collector.url, "--filter", "service=gate",
+                       "--output", str(out_file), "--post", webhook.url)
+    assert code == 0, err
+    assert "posted to the webhook (HTTP 200)" in err and out_file.exists()
+    (body,) = webhook.bodies
+    assert body["content_type"] == "application/json" and set(body["json"]) == {"text"}
+    text = body["json"]["text"]
+    assert text.startswith("*midtrace weekly review: week of 2026-10-12*")
+    assert "Nothing to compare" in text or "Nothing moved" in text  # four requests: no finding
+
+
+def test_a_failed_post_is_an_error_with_its_status(module_collector: Proc, graded: list[str],
+                                                  webhook: Webhook, tmp_path: Path) -> None:
+    webhook.status = 403
+    code, _, err = run("report", "--url", module_collector.url, "--filter", "service=gate",
+                       "--output", str(tmp_path / "r.md"), "--post", webhook.url)
+    assert code == 4 and "HTTP 403" in err and "invalid_token" in err
+    assert "secret" not in err  # the webhook's path is a credential: never echoed
+    webhook.status = 500
+    code, out, err = run("gate", "--url", module_collector.url, "--filter", "service=gate",
+                         "--min-n", "3", "--post", webhook.url)
+    assert code == 4 and "HTTP 500" in err and "gate: FAIL" in out
+    # nobody listening: an error too, never silence
+    closed = Webhook()
+    closed.close()
+    code, _, err = run("gate", "--url", module_collector.url, "--filter", "service=gate",
+                       "--post", closed.url)
+    assert code == 4 and "cannot reach the webhook at http://127.0.0.1:" in err
+    assert run("gate", "--url", module_collector.url, "--post", "ftp://example")[0] == 2
+
+
+def test_gate_posts_its_verdict(module_collector: Proc, graded: list[str],
+                                webhook: Webhook) -> None:
+    code, _, err = run("gate", "--url", module_collector.url, "--filter", "service=gate",
+                       "--min-n", "3", "--min-accuracy", "0.7", "--max-buried-rate", "off",
+                       "--max-sensitivity-delta", "off", "--post", webhook.url)
+    assert code == 0, err
+    text = webhook.bodies[0]["json"]["text"]
+    assert text.splitlines()[0] == "*midtrace gate: pass* (service=gate)"
+    assert "PASS     min_accuracy" in text
+
+
+def test_incidents_link_to_the_inspector(module_collector: Proc, graded: list[str]) -> None:
+    code, out, _ = run("report", "--url", module_collector.url, "--filter", "service=gate",
+                       "--format", "json", "--dashboard-url", "http://dash.example:8501/")
+    assert code == 0
+    report = json.loads(out)
+    (question,) = report["incidents"]
+    assert question["requests"] == 1 and question["classes"] == {"buried": 1, "unused": 0}
+    (trace,) = question["traces"]
+    assert trace["trace_id"] == graded[3] and trace["class"] == "buried"
+    assert trace["inspector_url"] == f"http://dash.example:8501/inspector?trace_id={graded[3]}"
+    assert [(d["chunk_id"], d["slot"], d["band"]) for d in trace["decisive"]] == [("g", 2, "middle")]
+    assert [(c["chunk_id"], c["source_id"], c["authority"]) for c in trace["cited"]] == [
+        ("y", "<b>old</b>", "deprecated")]
+    code, out, _ = run("report", "--url", module_collector.url, "--filter", "service=gate",
+                       "--format", "html", "--dashboard-url", "http://dash.example:8501")
+    assert f'<a href="http://dash.example:8501/inspector?trace_id={graded[3]}">' in out
+    assert run("report", "--url", module_collector.url, "--dashboard-url", "javascript:x")[0] == 2
 
 
 def test_gate_and_report_from_the_file(module_collector: Proc, graded: list[str]) -> None:

@@ -94,3 +94,30 @@ def test_every_sample_lies_in_the_four_sample_weeks(sample_db: Path) -> None:
     with open_client(db=sample_db) as client:
         span = client.facets()["time"]
     assert span["min"] >= "2026-10-26" and span["max"] < "2026-11-23", span
+
+
+def test_the_week_3_template_regression_leads_the_findings(sample_db: Path) -> None:
+    service = "service=" + MANIFEST["support"]["service"]
+    got = report(sample_db, "--filter", service, "--until", "2026-11-16")
+    assert got["review"]["week"] == "2026-11-09" and got["review"]["compared_with"] == "2026-11-02"
+    findings = got["findings"]
+    assert 1 <= len(findings) <= 5
+    assert any(f["slice"] == {"template": "support-v2"} and f["new_slice"] for f in findings[:2])
+    assert [abs(f["z"]) for f in findings] == sorted((abs(f["z"]) for f in findings), reverse=True)
+    for f in findings:
+        assert f["p_value"] < 0.05 and f["text"] and f["after"]["n"] >= got["review"]["min_n"]
+        assert f["change"] == pytest.approx(f["after"]["value"] - f["before"]["value"])
+    buried = [f for f in findings if f["metric"] == "buried_rate" and f["slice"] == {}]
+    assert buried and buried[0]["before"]["value"] < buried[0]["after"]["value"]
+    # the week's incidents: buried or unused wrong answers, grouped by question
+    assert got["incidents"] and got["review"]["incidents"]["requests"] >= sum(
+        q["requests"] for q in got["incidents"])
+    assert all(t["class"] in ("buried", "unused") for q in got["incidents"] for t in q["traces"])
+
+
+def test_a_quiet_week_says_nothing_moved(sample_db: Path) -> None:
+    # weeks 1 and 2 of the support assistant: the same template, the same traffic
+    got = report(sample_db, "--filter", "service=" + MANIFEST["support"]["service"],
+                 "--until", "2026-11-09", "--filter", "model=claude-sonnet-4")
+    assert got["review"]["week"] == "2026-11-02"
+    assert got["findings"] == [] and got["review"]["summary"].startswith("Nothing moved")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from midtrace import findings
 from midtrace.dashboard import data, figures, filters, frames, ui
 
 # The weekly review is about production traffic, the default (the Traffic filter).
@@ -20,6 +21,17 @@ weekly = ui.query(data.view, "weekly_overview", params, ("week",))
 if weekly.empty or int(weekly["requests"].sum()) == 0:
     ui.no_rows()
     st.stop()
+
+# The findings the weekly report opens with (midtrace/findings.py). Slice names are data (an
+# app's template ids): each sentence is shown as text, never as Markdown or HTML.
+review = findings.collect(lambda view, group_by: ui.query(data.view, view, params, group_by),
+                          min_n)
+with st.container(border=True, key="findings"):
+    st.subheader("Findings")
+    for i, finding in enumerate(review.findings, start=1):
+        st.text(f"{i}. {finding.text}")
+    if not review.findings:
+        st.text(review.summary)
 
 buried = ui.query(data.view, "buried_rate", params, ("week",))
 alignment = ui.query(data.view, "citation_alignment", params, ("week",))

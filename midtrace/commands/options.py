@@ -23,6 +23,7 @@ from midtrace.supervise import DEFAULT_DASHBOARD_PORT
 
 EXIT_USAGE = 2
 EXIT_SOURCE = 3
+EXIT_POST = 4  # the report or verdict was made but its post to a webhook failed
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, store_option, token_option,
+    EXIT_POST, EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, store_option, token_option,
     url_option)
 from midtrace.gate import Thresholds
 
@@ -90,6 +90,36 @@ def _read(fn):  # type: ignore[no-untyped-def]
         fail(str(e), EXIT_SOURCE)
 
 
+class _HttpUrl(click.ParamType):
+    name = "URL"
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        from midtrace.webhook import PostError, check_url
+
+        try:
+            return check_url(str(value))
+        except PostError as e:
+            self.fail(str(e), param, ctx)
+
+
+def _post_option(envvar: str, what: str):  # type: ignore[no-untyped-def]
+    return click.option("--post", "post_url", type=_HttpUrl(), default=None, envvar=envvar,
+                        show_envvar=True, metavar="URL",
+                        help=f"Also send {what} to this Slack- or Teams-style incoming webhook "
+                        '(POST {"text": ...}); a failed post exits 4. A secret: prefer the '
+                        "environment variable to the command line.")
+
+
+def _post(url: str, text: str) -> None:
+    from midtrace.webhook import PostError, post_text
+
+    try:
+        status = post_text(url, text)
+    except PostError as e:
+        fail(f"post failed: {e}", EXIT_POST)
+    click.echo(f"posted to the webhook (HTTP {status})", err=True)
+
+
 @click.command(cls=StoreCommand)
 @_source_options
 @click.option("--group-by", "group_by", default=None, metavar="KEY,...",
@@ -99,25 +129,35 @@ def _read(fn):  # type: ignore[no-untyped-def]
               help="json (docs/report-schema.md), Markdown, or HTML with inline SVG charts.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file instead of standard output.")
+@click.option("--dashboard-url", type=_HttpUrl(), default=None, envvar="MIDTRACE_DASHBOARD_URL",
+              show_envvar=True, metavar="URL",
+              help="The dashboard's address: each incident links to its trace in the inspector.")
+@_post_option("MIDTRACE_REPORT_POST_URL", "the findings")
 @click.pass_context
 def report(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
            since: str | None, until: str | None, filter_pairs: tuple[str, ...],
-           group_by: str | None, fmt: str, output: Path | None) -> None:
-    """The weekly review: accuracy by band and slot, taxonomy, citations, sweeps."""
+           group_by: str | None, fmt: str, output: Path | None, dashboard_url: str | None,
+           post_url: str | None) -> None:
+    """The weekly review: findings, incidents, then the evidence (bands, slots, taxonomy,
+    citations, sweeps)."""
     from midtrace.report import build_report, render
+    from midtrace.report_markdown import chat_findings
 
     filters = _filters(since, until, filter_pairs)
     keys = _group_by(group_by)
     client = _open_source(ctx, db, url, token)
     try:
-        text = render(_read(lambda: build_report(client, filters, keys)), fmt)
+        built = _read(lambda: build_report(client, filters, keys, dashboard_url))
     finally:
         client.close()
+    text = render(built, fmt)
     if output is None:
         click.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)
+    if post_url:
+        _post(post_url, chat_findings(built, dashboard_url))
 
 
 class _Threshold(click.ParamType):
@@ -146,11 +186,12 @@ class _Threshold(click.ParamType):
               show_envvar=True, help="Fail when accuracy of graded requests is below this ('off' skips).")
 @click.option("--min-n", type=click.IntRange(0), default=default_of(Thresholds, "min_n"), envvar="MIDTRACE_MIN_N", show_envvar=True,
               help="Fewest graded requests to judge; fewer fails as no data.")
+@_post_option("MIDTRACE_GATE_POST_URL", "the verdict")
 @click.pass_context
 def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
          since: str | None, until: str | None, filter_pairs: tuple[str, ...],
          max_buried_rate: float | None, max_sensitivity_delta: float | None,
-         min_accuracy: float | None, min_n: int) -> None:
+         min_accuracy: float | None, min_n: int, post_url: str | None) -> None:
     """Judge the traffic against thresholds: exit 0 pass, 1 fail or no data, 2 usage, 3 source."""
     from midtrace.gate import evaluate
 
@@ -166,4 +207,6 @@ def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None
     for check in result.checks:
         click.echo(check.line())
     click.echo("gate: pass" if result.passed else "gate: FAIL")
+    if post_url:
+        _post(post_url, result.message(filters.to_params()))
     sys.exit(0 if result.passed else 1)
