@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import json
 import random
 import subprocess
 import sys
@@ -102,6 +103,9 @@ def cases() -> list[tuple[str, str, list[str]]]:
         ("20 docs, 5 truncated", prompt_of(cut), docs20),
         ("20 docs, NFD", prompt_of([unicodedata.normalize("NFC", d) for d in nfd]), nfd),
         ("500 docs, shared opening", prompt_of(headed), headed),
+        # a tool's JSON result in the prompt: every document JSON-escaped, 4 not returned
+        ("20 docs, JSON tool result, 4 dropped", "Answer from the tool results.\n\nTool: "
+         + json.dumps([{"id": i, "text": d} for i, d in enumerate(docs20[:16])]), docs20),
     ]
 
 

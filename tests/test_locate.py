@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from midtrace.collector.normalize.locate import (
+    edited_forms,
     CITATION_PATTERN_ENV,
     DEFAULT_CITATION_PATTERN,
     MIN_PREFIX_CHARS,
@@ -168,9 +169,11 @@ def test_compatibility_forms_are_not_equated() -> None:
     assert locate("within \uff13\uff10 days", ["within 30 days"]) == []
 
 
-def test_a_json_escaped_document_is_not_found() -> None:
+def test_a_json_escaped_document_is_found_as_the_prompt_holds_it() -> None:
     doc = 'She said "refunds take\n5 days".'
-    assert locate(json.dumps({"prompt": f"Context: {doc}"}), [doc]) == []
+    prompt = json.dumps({"prompt": f"Context: {doc}"})
+    (f,) = locate(prompt, [doc])
+    assert prompt[f.start:f.end] == 'She said \\"refunds take\\n5 days\\".'
 
 
 def many_documents(n: int) -> tuple[str, list[str], list[tuple[int, int, int, bool]]]:
@@ -407,3 +410,47 @@ def test_the_index_finds_what_one_search_per_document_finds(
     assume(k >= 1)
     assert sorted(_candidates(_Grams(prompt, k), needles, min_prefix)) == sorted(
         _candidates(_Scan(prompt), needles, min_prefix))
+
+
+# --- documents edited on their way into the prompt ---------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_DOC_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=20,
+                    max_size=200).filter(lambda t: len(fold_text(t)) >= 20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(docs=st.lists(_DOC_TEXT, min_size=1, max_size=4, unique_by=fold_text),
+       ascii_only=st.booleans(), twice=st.booleans())
+def test_documents_inside_a_json_tool_result_are_found_where_the_prompt_holds_them(
+        docs: list[str], ascii_only: bool, twice: bool) -> None:
+    """A tool returns its documents as JSON (an array of objects with a text field); the
+    model's prompt holds that JSON, perhaps itself inside a JSON string."""
+    import json
+    result = json.dumps([{"id": i, "text": d} for i, d in enumerate(docs)],
+                        ensure_ascii=ascii_only)
+    if twice:
+        result = json.dumps(result, ensure_ascii=ascii_only)[1:-1]
+    prompt = "System: answer from the tool results.\n\nTool result: " + result + "\n\nQ: ?"
+    found = locate(prompt, docs)
+    distinct = {fold_text(d) for d in docs}
+    # a document inside another one's text is not placed there (occurrences never overlap)
+    nested = {d for d in distinct if any(d != o and d in o for o in distinct)}
+    got = {fold_text(docs[f.doc]) for f in found}
+    assert distinct - nested <= got
+    for f in found:
+        held = prompt[f.start:f.end]
+        assert f.start >= len("System: answer from the tool results.\n\nTool result: ")
+        assert not f.truncated
+        assert fold_text(held) in {fold_text(x) for x in edited_forms(docs[f.doc])} | {
+            fold_text(docs[f.doc])}
+
+
+def test_a_document_with_html_tags_is_found_in_a_prompt_that_stripped_them() -> None:
+    doc = "<p>Refunds for <b>annual</b> plans: within 14 days of the charge &amp; no later.</p>"
+    prompt = "Context:\nRefunds for annual plans: within 14 days of the charge & no later.\nQ?"
+    (f,) = locate(prompt, [doc])
+    assert prompt[f.start:f.end] == ("Refunds for annual plans: within 14 days of the charge "
+                                     "& no later.")

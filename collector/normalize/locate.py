@@ -1,4 +1,4 @@
-"""Find retrieved documents inside a final prompt, and the documents an answer cites.
+r"""Find retrieved documents inside a final prompt, and the documents an answer cites.
 
 Instrumentations such as OpenInference record what a retriever returned and, separately,
 the prompt the LLM received as one string. Where each document ended up is recovered here
@@ -15,7 +15,11 @@ by searching for its text in the prompt:
   before shorter, so a document whose text sits inside a longer document is not placed
   there, and a document sharing a long prefix with another is not mistaken for it;
 - when a document is not found and either text is not in Unicode NFC form, both are
-  compared NFC-normalised.
+  compared NFC-normalised;
+- a document still not found is looked for as it reads inside a JSON string (a tool
+  result, a prompt sent as JSON: ``\n``, ``\"``, ``\uXXXX``, and escaped twice for JSON in
+  JSON) and with its HTML tags stripped (``edited_forms``); the placement covers the text as
+  the prompt holds it.
 
 The prompt is folded once per call. With few documents each is then searched for with
 ``str.find``; with many, the folded prompt is cut into pieces of 32 characters once and each
@@ -32,6 +36,8 @@ prompt order.
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import unicodedata
@@ -405,6 +411,25 @@ def _accept(candidates: list[_Candidate]) -> list[tuple[int, int, int, bool]]:
     return accepted
 
 
+_TAG = re.compile(r"<[^<>]{1,200}>")
+
+
+def edited_forms(text: str, escaped: bool = True) -> list[str]:
+    """What a document may have become on its way into the prompt besides re-spacing: a JSON
+    string's body (a tool result or a prompt sent as JSON; non-ASCII kept or escaped, and
+    escaped twice for JSON inside JSON), and its text with HTML tags stripped and entities
+    decoded. ``escaped=False`` (a prompt with no backslash) leaves out the JSON forms."""
+    forms: list[str] = []
+    if escaped:
+        once = json.dumps(text, ensure_ascii=False)[1:-1]
+        ascii_once = json.dumps(text)[1:-1]
+        forms += [once, ascii_once, json.dumps(once, ensure_ascii=False)[1:-1],
+                  json.dumps(ascii_once)[1:-1]]
+    if "<" in text or "&" in text:
+        forms.append(html.unescape(_TAG.sub(" ", text)))
+    return forms
+
+
 def locate(prompt: str, texts: Sequence[str | None],
            min_prefix: int = MIN_PREFIX_CHARS) -> list[Found]:
     """Every occurrence of each text in ``prompt``, in prompt order (see the module doc)."""
@@ -430,6 +455,22 @@ def locate(prompt: str, texts: Sequence[str | None],
         nfc_needles = [fold_text(unicodedata.normalize("NFC", n)) for n in needles]
         accepted = _accept(_candidates(_search(folded.text, nfc_needles, min_prefix),
                                        nfc_needles, min_prefix))
+
+    missing = set(range(len(needles))) - {g for g, _, _, _ in accepted}
+    if missing:  # documents the prompt holds in another form: JSON-escaped, tags stripped
+        extra: list[_Candidate] = [(t, -(e - b), g, b) for g, b, e, t in accepted]
+        has_escapes = "\\" in prompt
+        for g in sorted(missing):
+            original = texts[members[g][0]] or ""
+            forms = edited_forms(original, escaped=has_escapes)
+            if nfc_needed:  # the prompt is searched NFC-normalised from here on
+                forms = [unicodedata.normalize("NFC", x) for x in forms]
+            variants = [v for v in dict.fromkeys(fold_text(x) for x in forms)
+                        if v and v != needles[g]]
+            if variants:
+                extra += [(t, n, g, b) for t, n, _, b in _candidates(
+                    _search(folded.text, variants, min_prefix), variants, min_prefix)]
+        accepted = _accept(extra)
 
     found: list[Found] = []
     by_group: dict[int, list[tuple[int, int, int, bool]]] = {}
