@@ -233,8 +233,9 @@ class HttpClient(_Backend):
         return to_frame(self._arrow(response)), self.last_total
 
     def trace(self, trace_id: str) -> dict[str, Any] | None:
-        try:
-            response = self.http.get(f"/api/v1/traces/{trace_id}")
+        try:  # not through _get: a 404 here is an answer ("no such request"), not an error
+            response = self.http.get(f"/api/v1/traces/{trace_id}",
+                                     params={"fresh": "1"} if self.fresh else None)
         except httpx.HTTPError as e:
             raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
         if response.status_code == 404:
