@@ -135,3 +135,50 @@ def test_integer_ids_a_text_field_and_legacy_prompt_attributes_are_read() -> Non
     assert [p.chunk_id for p in request.record.placements] == ["3", "4"]
     assert request.record.prompt_tokens == 60 and request.record.answer == "Two days."
     assert request.record.cited_ids is None
+
+
+def test_per_message_events_of_conventions_1_30_give_the_prompt_and_the_answer() -> None:
+    """Instrumentations on GenAI conventions 1.30 send one log record per message
+    (gen_ai.system.message, gen_ai.user.message, ...) and one per choice; the collector keeps
+    them as children of their LLM span (collector/intake/genai_events.py)."""
+    from midtrace.collector.intake.genai_events import event_spans, parse_logs_json
+    from midtrace.schemas.span import SpanRecord
+
+    trace, llm, retriever = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "aaa19b7ec3c1b174"
+    docs = ["Refunds on annual plans: within 14 days of the charge.",
+            "Hardware carries a 30 day warranty against defects."]
+    spans = [
+        SpanRecord(trace, retriever, "retrieve", 1_000, 2_000, {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.documents": json.dumps([{"id": f"d{i}", "content": d}
+                                                      for i, d in enumerate(docs)])}),
+        SpanRecord(trace, llm, "chat m", 3_000, 9_000, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}),
+    ]
+
+    def record(name: str, time: int, body: dict[str, Any]) -> dict[str, Any]:
+        def value(v: Any) -> dict[str, Any]:
+            if isinstance(v, dict):
+                return {"kvlistValue": {"values": [{"key": k, "value": value(x)}
+                                                   for k, x in v.items()]}}
+            return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}
+        return {"timeUnixNano": str(time), "eventName": name, "traceId": trace,
+                "spanId": llm, "body": value(body)}
+
+    user = f"[1] {docs[1]}\n[2] {docs[0]}\n\nHow long is the refund window?"
+    body = json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [
+        record("gen_ai.system.message", 4_000, {"content": "Cite as [n]."}),
+        record("gen_ai.user.message", 4_001, {"content": user}),
+        record("gen_ai.choice", 8_000, {"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant",
+                                                    "content": "14 days [2]."}}),
+    ]}]}]}).encode()
+    events = event_spans(parse_logs_json(body))
+    assert events.ignored == 0 and [e.parent_span_id for e in events.spans] == [llm] * 3
+    # any order of arrival gives the same request
+    for ordered in (spans + events.spans, events.spans[::-1] + spans[::-1]):
+        request = normalize_genai(ordered)
+        assert request is not None
+        assert request.record.answer == "14 days [2]." and request.record.model == "m"
+        assert [p.chunk_id for p in request.record.placements] == ["d1", "d0"]
+        assert request.record.cited_ids == ("d0",)

@@ -53,6 +53,9 @@ class IntakeCounters:
     spans_refused: int = 0
     overloaded: int = 0  # exports that found derivation behind and waited for room
     refused_overloaded: int = 0  # of those, answered 503 / UNAVAILABLE after the wait
+    log_exports: int = 0
+    gen_ai_events: int = 0  # log records kept: GenAI events of a span
+    log_records_ignored: int = 0  # every other log record
     cut_by_service: dict[str, CutSpans] = field(default_factory=dict)
 
 
@@ -83,6 +86,25 @@ class Intake:
             self._count_cut(check.accepted)
             for f in self.forwarders:
                 f.offer(batch)
+        return check
+
+    async def export_events(self, spans: Sequence[SpanRecord], ignored: int) -> SpanCheck:
+        """Log the GenAI events of a logs export (as span records, collector/intake/
+        genai_events.py) durably, like an export's spans; the other log records are counted
+        and dropped. The intake log keeps the span records, not the logs export, so recovery
+        and rebuild read them as spans. Not forwarded: forwarding passes trace exports on."""
+        check = check_spans([(s, None) for s in spans])
+        c = self.counters
+        c.log_exports += 1
+        c.log_records_ignored += ignored
+        c.spans_refused += len(check.rejected)
+        if check.accepted:
+            kept = check.accepted if self.keep_text else [redact_span(s) for s in check.accepted]
+            raw = RawExport(records_to_request(kept).SerializeToString(),
+                            PROTOBUF if self.keep_text else REDACTED_PROTOBUF)
+            fut = await self._admit(raw, check.accepted)
+            await asyncio.wrap_future(fut)
+            c.gen_ai_events += len(check.accepted)
         return check
 
     async def _admit(self, raw: RawExport, spans: Sequence[SpanRecord]) -> Future[int]:
@@ -118,6 +140,8 @@ class Intake:
             "exports": c.exports, "spans_accepted": c.spans_accepted,
             "spans_refused": c.spans_refused, "overloaded": c.overloaded,
             "refused_overloaded": c.refused_overloaded,
+            "logs": {"exports": c.log_exports, "gen_ai_events": c.gen_ai_events,
+                     "other_records_ignored": c.log_records_ignored},
             "forward": [f.state.as_json() for f in self.forwarders],
         }
         if c.cut_by_service:

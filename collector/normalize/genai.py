@@ -45,6 +45,11 @@ LEGACY_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
 LEGACY_PROMPT = "gen_ai.prompt"
 LEGACY_COMPLETION = "gen_ai.completion"
 
+# GenAI events received as OTLP log records, one span record each (collector/intake/genai_events.py)
+EVENT_BODY = "gen_ai.event.body"
+EVENT_INDEX = "gen_ai.event.index"
+CHOICE_EVENT = "gen_ai.choice"
+
 RETRIEVAL = "retrieval"
 INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _TEXT_KEYS = ("content", "text", "page_content")
@@ -111,10 +116,48 @@ def _legacy(attrs: Mapping[str, Any], prefix: str) -> list[tuple[str | None, str
     return out
 
 
+def is_event(span: SpanRecord) -> bool:
+    """A GenAI event that arrived as a log record (collector/intake/genai_events.py)."""
+    return EVENT_INDEX in span.attributes and span.parent_span_id is not None
+
+
 def is_inference(span: SpanRecord) -> bool:
     attrs = span.attributes
-    return (attrs.get(OPERATION_NAME) in INFERENCE_OPERATIONS or INPUT_MESSAGES in attrs
-            or any(k.startswith(LEGACY_PROMPT + ".") for k in attrs))
+    return not is_event(span) and (
+        attrs.get(OPERATION_NAME) in INFERENCE_OPERATIONS or INPUT_MESSAGES in attrs
+        or any(k.startswith(LEGACY_PROMPT + ".") for k in attrs))
+
+
+def _from_events(events: Sequence[SpanRecord]) -> dict[str, Any]:
+    """The message attributes a call's GenAI events stand for, as if set on its span: the
+    per-message events of conventions 1.30 (``gen_ai.<role>.message``, ``gen_ai.choice``) in
+    the order they were emitted, or the one ``gen_ai.client.inference.operation.details``
+    event that carries ``gen_ai.input.messages`` itself."""
+    inputs: list[dict[str, Any]] = []
+    outputs: list[tuple[int, dict[str, Any]]] = []
+    found: dict[str, Any] = {}
+    for e in sorted(events, key=lambda e: (e.start_ns, e.attributes.get(EVENT_INDEX, 0))):
+        for key in (SYSTEM_INSTRUCTIONS, INPUT_MESSAGES, OUTPUT_MESSAGES):
+            if key in e.attributes:
+                found[key] = e.attributes[key]
+        body = json_value(e.attributes.get(EVENT_BODY))
+        body = body if isinstance(body, Mapping) else {}
+        if e.name == CHOICE_EVENT:
+            message = body.get("message")
+            if isinstance(message, Mapping) and message.get("content") is not None:
+                index = body.get("index")
+                outputs.append((index if isinstance(index, int) else len(outputs),
+                                {"role": message.get("role") or "assistant",
+                                 "content": message.get("content")}))
+        elif e.name.startswith("gen_ai.") and e.name.endswith(".message"):
+            role = e.name[len("gen_ai."):-len(".message")]
+            if body.get("content") is not None:
+                inputs.append({"role": body.get("role") or role, "content": body["content"]})
+    if inputs and INPUT_MESSAGES not in found:
+        found[INPUT_MESSAGES] = inputs
+    if outputs and OUTPUT_MESSAGES not in found:
+        found[OUTPUT_MESSAGES] = [m for _, m in sorted(outputs, key=lambda o: o[0])]
+    return found
 
 
 def is_retrieval(span: SpanRecord) -> bool:
@@ -122,9 +165,12 @@ def is_retrieval(span: SpanRecord) -> bool:
             or RETRIEVAL_DOCUMENTS in span.attributes)
 
 
-def llm_call(span: SpanRecord) -> LlmCall:
-    """What a GenAI inference span says about its call."""
-    attrs = span.attributes
+def llm_call(span: SpanRecord, events: Sequence[SpanRecord] = ()) -> LlmCall:
+    """What a GenAI inference span says about its call; its GenAI events (log records) fill
+    in the messages the span does not carry."""
+    attrs: Mapping[str, Any] = span.attributes
+    if events:
+        attrs = {**_from_events(events), **attrs}
     conversation = _messages(attrs.get(INPUT_MESSAGES)) or _legacy(attrs, LEGACY_PROMPT)
     system = _parts_text(json_value(attrs.get(SYSTEM_INSTRUCTIONS)))
     texts = ([system] if system else []) + [text for _, text in conversation]
@@ -151,6 +197,10 @@ def normalize_genai(spans: Sequence[SpanRecord],
     spans in any order give the same request.
     """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
+    events: dict[str, list[SpanRecord]] = {}
+    for s in ordered:
+        if is_event(s):
+            events.setdefault(s.parent_span_id or "", []).append(s)
     retrievals = [Ranking(s, docs, string(s.attributes, RETRIEVAL_QUERY_TEXT))
                   for s in ordered if is_retrieval(s)
                   if (docs := retrieved_documents(s.attributes))]
@@ -167,7 +217,8 @@ def normalize_genai(spans: Sequence[SpanRecord],
     observation = Observation(
         convention="genai",
         retrievals=tuple(retrievals),
-        calls=tuple(llm_call(s) for s in ordered if is_inference(s) and not is_retrieval(s)),
+        calls=tuple(llm_call(s, events.get(s.span_id, ())) for s in ordered
+                    if is_inference(s) and not is_retrieval(s)),
         warnings=tuple(warnings),
     )
     return assemble(spans, observation, pattern or citation_pattern())

@@ -18,6 +18,8 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from midtrace.collector.intake.genai_events import (
+    LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
 from midtrace.schemas.conventions import MAX_INT
 from midtrace.schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
 from midtrace.schemas.model import Outcome
@@ -72,6 +74,20 @@ def parse_traces(body: bytes, content_type: str | None) -> SpanPairs:
             return list(spans_of(parse_protobuf(body)))
         if kind == JSON:
             return list(json_spans(load_json(body), may_hold_lone_surrogates(body)))
+    except PayloadError as e:
+        raise BadInput(400, str(e)) from e
+    raise BadInput(415, f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}")
+
+
+def parse_logs(body: bytes, content_type: str | None) -> LogsRead:
+    """The GenAI events of an OTLP logs export body, as span records, and how many other
+    log records it held (collector/intake/genai_events.py)."""
+    kind = media_type(content_type)
+    try:
+        if kind == PROTOBUF:
+            return event_spans(parse_logs_protobuf(body))
+        if kind == JSON:
+            return event_spans(parse_logs_json(body))
     except PayloadError as e:
         raise BadInput(400, str(e)) from e
     raise BadInput(415, f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}")

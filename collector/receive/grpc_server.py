@@ -16,6 +16,7 @@ import random
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from midtrace.collector.receive.auth import token_matches
@@ -23,11 +24,13 @@ from midtrace.collector.receive.forward import Batch
 from midtrace.collector.intake.accept import Intake
 from midtrace.collector.receive.bodies import PROTOBUF
 from midtrace.collector.storage.writer import QueueFull
+from midtrace.collector.intake.genai_events import event_spans, parse_logs_protobuf
 from midtrace.collector.intake.otlp import PayloadError, parse_protobuf
 
 log = logging.getLogger(__name__)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 
 def _retry_info() -> bytes:
@@ -67,6 +70,38 @@ def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE, {"Export": method})
 
 
+def _logs_handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
+    """LogsService: GenAI events are kept with their span's trace, other records dropped
+    (collector/intake/genai_events.py)."""
+    async def export(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if token is not None:
+            values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
+            if not token_matches(values, token):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                    "missing or wrong token: send one metadata entry "
+                                    "'authorization: Bearer <token>'")
+        try:
+            read = event_spans(parse_logs_protobuf(body))
+        except PayloadError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        try:
+            check = await intake.export_events(read.spans, read.ignored)
+        except QueueFull as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e),
+                                trailing_metadata=(("google.rpc.retryinfo-bin", _retry_info()),))
+        except Exception as e:
+            log.error("logs export not stored: %s", e)
+            await context.abort(grpc.StatusCode.INTERNAL, f"log records not stored: {e}")
+        response = ExportLogsServiceResponse()
+        if check.rejected:
+            response.partial_success.rejected_log_records = len(check.rejected)
+            response.partial_success.error_message = check.message
+        return response.SerializeToString()
+
+    method = grpc.unary_unary_rpc_method_handler(export)
+    return grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": method})
+
+
 async def start_grpc(intake: Intake, host: str, port: int, max_message_bytes: int,
                      token: str | None) -> tuple[grpc.aio.Server, str]:
     """Start the gRPC server on the running loop; returns it and its ``host:port``."""
@@ -76,7 +111,7 @@ async def start_grpc(intake: Intake, host: str, port: int, max_message_bytes: in
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.so_reuseport", 0),
     ])
-    server.add_generic_rpc_handlers((_handler(intake, token),))
+    server.add_generic_rpc_handlers((_handler(intake, token), _logs_handler(intake, token)))
     shown = f"[{host}]" if ":" in host else host
     try:
         bound = server.add_insecure_port(f"{shown}:{port}")

@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 from google.protobuf import json_format
 from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -35,7 +36,7 @@ from midtrace.collector.receive.auth import BearerToken
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.intake.accept import Intake, recover
 from midtrace.collector.receive.bodies import (
-    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_traces)
+    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_traces)
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.appender import Appender, Freshness
 from midtrace.collector.storage.intake_log import IntakeLog
@@ -128,6 +129,31 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             response.partial_success.error_message = check.message
         return _otlp_response(answer_kind, response)
 
+    async def logs(request: Request) -> Response:
+        """OTLP logs: GenAI events are kept as part of their span's trace, other records
+        are acknowledged and dropped (collector/intake/genai_events.py)."""
+        kind = media_type(request.headers.get("content-type"))
+        answer_kind = JSON if kind == JSON else PROTOBUF
+        try:
+            raw = await _read_body(request, settings.max_body_bytes)
+            body = decompress(raw, request.headers.get("content-encoding"), settings.max_body_bytes)
+            read = parse_logs(body, request.headers.get("content-type"))
+        except BadInput as e:
+            log.info("refused logs export: %s", e.message)
+            return _status(answer_kind, e.status, e.message)
+        try:
+            check = await intake.export_events(read.spans, read.ignored)
+        except QueueFull as e:
+            return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
+        except Exception as e:
+            log.error("logs export not stored: %s", e)
+            return _status(answer_kind, 500, f"log records not stored: {e}")
+        response = ExportLogsServiceResponse()
+        if check.rejected:
+            response.partial_success.rejected_log_records = len(check.rejected)
+            response.partial_success.error_message = check.message
+        return _otlp_response(answer_kind, response)
+
     async def outcomes(request: Request) -> Response:
         try:
             raw = await _read_body(request, settings.max_body_bytes)
@@ -175,6 +201,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
 
     routes = [
         Route("/v1/traces", traces, methods=["POST"]),
+        Route("/v1/logs", logs, methods=["POST"]),
         Route("/v1/outcomes", outcomes, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         *query_routes(lambda: writer.store.conn, appender.freshness),

@@ -14,7 +14,9 @@ The rule is an allow-list, so an attribute no convention has named yet is covere
   document's id, score and source survive without its text.
 
 Span names, kinds, times, status codes, the scope name and the resource (the service, not
-the request) are kept as sent; events and links are not stored at all.
+the request) are kept as sent; events and links are not stored at all. GenAI events that
+arrive as log records become span records (collector/intake/genai_events.py) and follow
+this same rule: their body, a JSON string, keeps its structure and loses its text.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from midtrace.collector.intake import otlp
 from midtrace.schemas.encode import record_request
-from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
+from midtrace.schemas.model import Chunk, Outcome, Placement, PromptSection, RagRecord
 from tests.procs import Proc
 from tests.sender import Sender
 
@@ -50,6 +50,8 @@ FULL = RagRecord(
     placements=(Placement("warranty-2", 0, 100, 400), Placement("refund-7", 1, 400, 700),
                 Placement("warranty-2", 2, 700, 1000)),
     outcome=Outcome(correct=False, decisive_chunk_ids=("refund-7",), reviewer="app"),
+    prompt_sections=(PromptSection("instructions", 0, 100), PromptSection("question", 1000, 1080),
+                     PromptSection("format", 1080, 1200)),
 )
 
 
@@ -68,7 +70,9 @@ def test_every_field_of_a_request_survives(collector: Proc, db_path: Path) -> No
         trace_id, "support-bot", "gpt-4.1-mini", "support", "v2", "score_order", "exp-1",
         "rank_2", "refund-window", FULL.question, FULL.answer, 0.9, ["annual plans"],
         ["warranty-2"], ["30 vs 14 days"], 1200, 4800, 900, False, 812.5, 0.0042, "fail",
-        "midtrace", None)
+        "midtrace", None, [{"kind": "instructions", "token_start": 0, "token_end": 100},
+                           {"kind": "question", "token_start": 1000, "token_end": 1080},
+                           {"kind": "format", "token_start": 1080, "token_end": 1200}])
     chunks = rows(db_path, "SELECT c.* EXCLUDE (request_id, text_hash), t.text FROM chunks c "
                            "LEFT JOIN chunk_texts t USING (text_hash) ORDER BY ordinal")
     assert chunks == [
