@@ -1,10 +1,13 @@
 """citation_positions reads the cited chunks' positions kept in request_evidence; it gives the
 rows of its former definition, which scanned every chunk (tests/sql/), under every filter and
 group key, after the settings change, and after each path that fills request_evidence: the
-writer (spans, then a posted outcome), `midtrace rebuild`, and the rebuild on open."""
+writer (spans, then a posted outcome), `midtrace rebuild`, and the rebuild on open; and on the
+bundled sample traces."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,3 +167,21 @@ def test_every_path_that_fills_request_evidence_keeps_the_positions(store: Store
     assert_same_as_former(again.conn)
     again.close()
     store.reopen()  # for the fixture to close
+
+
+def test_the_sample_traces_give_the_rows_of_the_chunk_scan(tmp_path: Path) -> None:
+    samples = Path(__file__).resolve().parent.parent / "sample_traces"
+    db = tmp_path / "samples.duckdb"
+    files = sorted(samples.glob("*.jsonl.gz")) + [samples / "langchain_rag.jsonl",
+                                                  samples / "support_outcomes.json"]
+    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
+                          *map(str, files)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    conn = duckdb.connect(str(db), read_only=True)
+    try:
+        ((cited,),) = conn.execute("SELECT count(*) FROM request_evidence "
+                                   "WHERE cited_positions IS NOT NULL").fetchall()
+        assert cited > 100
+        assert assert_same_as_former(conn) > 100
+    finally:
+        conn.close()

@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from midtrace.client import Filters, open_client
-from tests.test_citation_positions import assert_same_as_former
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -96,14 +94,3 @@ def test_every_sample_lies_in_the_four_sample_weeks(sample_db: Path) -> None:
     with open_client(db=sample_db) as client:
         span = client.facets()["time"]
     assert span["min"] >= "2026-10-26" and span["max"] < "2026-11-23", span
-
-
-def test_citation_positions_gives_the_rows_of_the_chunk_scan_on_the_samples(
-        sample_db: Path) -> None:
-    conn = duckdb.connect(str(sample_db), read_only=True)
-    try:
-        assert conn.execute("SELECT count(*) FROM request_evidence WHERE cited_positions IS NOT "
-                            "NULL").fetchall()[0][0] > 100
-        assert assert_same_as_former(conn) > 100
-    finally:
-        conn.close()
