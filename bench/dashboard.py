@@ -151,10 +151,11 @@ def main() -> None:
     ensure_db(args.db, args.requests)
     load = Path("/proc/loadavg").read_text().split()[:3]
     rows = run(args.db, args.source, args.warm)
+    load_end = Path("/proc/loadavg").read_text().split()[:3]
     with open("/proc/cpuinfo") as f:
         cpus = len(re.findall(r"^processor", f.read(), re.M))
     print(f"\n{args.db} via {args.source}; {cpus} CPUs, load average at start "
-          f"{' '.join(load)}")
+          f"{' '.join(load)}, at the end {' '.join(load_end)}")
     print("| page | charts | cold load (s) | warm load, median (s) | warm load, max (s) | "
           "warm in-app navigation, median (s) |")
     print("|---|---|---|---|---|---|")

@@ -219,8 +219,12 @@ def main() -> None:
     p = phase("prepare")
     print(f"opened with the store in {p['open_s']:.1f} s (rebuilds request_evidence when its "
           f"definition changed), peak RSS {p['peak_rss_mb']:.0f} MB")
+    load = Path("/proc/loadavg").read_text().split()[:3]
     m = phase("measure")
+    load_end = Path("/proc/loadavg").read_text().split()[:3]
     print(" ".join(f"{k}={v:,}" for k, v in m["counts"].items()))
+    print(f"load average while measuring: {' '.join(load)} at the start, "
+          f"{' '.join(load_end)} at the end (a shared machine: compare runs as ratios)")
     print(f"{'view':34} {'ungrouped':>10} {'by week':>10} {'filtered, by week+strategy':>27}")
     for name, plain, weekly, filtered in m["rows"]:
         cols = [f"{plain * 1000:8.0f}ms"] + [

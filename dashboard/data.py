@@ -25,6 +25,10 @@ Params = tuple[tuple[str, str], ...]
 # read-only does not change under us.
 LIVE_TTL_SECONDS = 30
 
+# Shown while a query runs, only when its answer is not cached yet: a spinner around every
+# call would start a timer thread per call even when the answer is cached (what most runs are).
+QUERYING = "Querying…"
+
 
 def source() -> dict[str, str | None]:
     return {"url": os.environ.get(ENV_URL) or None, "db": os.environ.get(ENV_DB) or None,
@@ -82,7 +86,7 @@ def _src() -> Source:
     return s["url"], s["db"], epoch
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
+@st.cache_data(show_spinner=QUERYING, show_time=True, max_entries=512)
 def _view(src: Source, name: str, params: Params, group_by: tuple[str, ...]) -> pd.DataFrame:
     return client().view(name, filters=filters(params), group_by=group_by)
 
@@ -92,7 +96,7 @@ def view(name: str, params: Params, group_by: tuple[str, ...] = ()) -> pd.DataFr
     return _view(_src(), name, params, tuple(group_by))
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=QUERYING, show_time=True, max_entries=256)
 def _requests(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
               limit: int, offset: int) -> pd.DataFrame:
     return client().requests(filters(params), search=search, taxonomy_class=taxonomy_class,
@@ -105,7 +109,7 @@ def requests(params: Params, search: str | None = None, taxonomy_class: str | No
     return _requests(_src(), params, search, taxonomy_class, limit, offset)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=QUERYING, show_time=True, max_entries=256)
 def _requests_page(src: Source, params: Params, search: str | None, taxonomy_class: str | None,
                    limit: int, offset: int) -> tuple[pd.DataFrame, int]:
     frame, total = client().requests_page(filters(params), search=search,
@@ -120,7 +124,7 @@ def requests_page(params: Params, search: str | None = None, taxonomy_class: str
     return _requests_page(_src(), params, search, taxonomy_class, limit, offset)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=QUERYING, show_time=True, max_entries=256)
 def _trace(src: Source, trace_id: str) -> dict[str, Any] | None:
     result: dict[str, Any] | None = client().trace(trace_id)
     return result
@@ -130,7 +134,7 @@ def trace(trace_id: str) -> dict[str, Any] | None:
     return _trace(_src(), trace_id)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=QUERYING, show_time=True, max_entries=16)
 def _facets(src: Source) -> dict[str, Any]:
     result: dict[str, Any] = client().facets()
     return result

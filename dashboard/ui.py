@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import hmac
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -51,17 +50,11 @@ def table(frame: pd.DataFrame, name: str, key: str | None = None,
     return event
 
 
-@contextmanager
-def loading(what: str = "Querying") -> Iterator[None]:
-    with st.spinner(f"{what}…", show_time=True):
-        yield
-
-
 def query(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-    """Run one data call under a spinner; on failure say what went wrong and stop the page."""
+    """Run one data call (its spinner shows while an uncached answer is computed,
+    dashboard/data.py); on failure say what went wrong and stop the page."""
     try:
-        with loading():
-            return fn(*args, **kw)
+        return fn(*args, **kw)
     except Exception as e:  # the source is outside our control: say so, keep the app up
         st.error(f"The query failed: {type(e).__name__}")
         st.text(str(e))

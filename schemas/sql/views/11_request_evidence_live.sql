@@ -124,6 +124,13 @@ WITH req AS (
     FROM cited c
     LEFT JOIN decisive d ON d.request_id = c.request_id AND d.chunk_id = c.chunk_id
     GROUP BY c.request_id
+), cited_placed AS (
+    -- where the cited chunks sat: the distinct relative positions of their occurrences in the
+    -- prompt, banded with the settings when read (citation_positions)
+    SELECT pp.request_id, list_sort(list_distinct(list(pp.relative_position))) AS cited_positions
+    FROM positioned pp
+    SEMI JOIN cited c ON c.request_id = pp.request_id AND c.chunk_id = pp.chunk_id
+    GROUP BY pp.request_id
 ), cited_count AS (
     -- distinct cited ids: chunks marked cited plus every id in cited_ids
     SELECT request_id, count(DISTINCT chunk_id) AS n_cited
@@ -174,6 +181,7 @@ SELECT
     coalesce(prd.cites_decisive, false) AS cites_decisive,
     coalesce(prc.cites_noncanonical, false) AS cites_noncanonical,
     prc.cited_other_sources,
+    cp.cited_positions,
     -- answers compared across a sweep's conditions: citation markers ([3], [1, 4]) removed,
     -- since a placement renumbers the documents they point at; lower case, whitespace
     -- collapsed, trailing punctuation dropped
@@ -194,4 +202,5 @@ LEFT JOIN per_request_decisive prd USING (request_id)
 LEFT JOIN per_request_placed prp USING (request_id)
 LEFT JOIN per_request_first prf USING (request_id)
 LEFT JOIN per_request_cited prc USING (request_id)
+LEFT JOIN cited_placed cp USING (request_id)
 LEFT JOIN cited_count ncc USING (request_id);
