@@ -45,7 +45,8 @@ def table(frame: pd.DataFrame, name: str, key: str | None = None,
     with st.container(key=f"table_{key}"):  # the key names it in the page (tests, links)
         event = st.dataframe(labels.readable(frame), key=f"df_{key}", hide_index=True,
                              width="stretch", **kw)
-        st.download_button("⬇ CSV", spreadsheet.to_csv(frame if csv is None else csv).encode(),
+        frame = frame if csv is None else csv  # the download keeps the raw columns
+        st.download_button("⬇ CSV", spreadsheet.to_csv(frame).encode(),
                            file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}")
     return event
 
