@@ -280,16 +280,7 @@ class HttpClient(_Backend):
         return {str(k): float(v) for k, v in body["settings"].items()}
 
     def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = self.http.post("/v1/outcomes", json={"outcomes": [outcome]})
-        except httpx.HTTPError as e:
-            raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
-        if response.status_code == 400:
-            body = response.json()
-            errors = body.get("errors") or [{"error": body.get("error")}]
-            raise QueryError("; ".join(str(e.get("error")) for e in errors))
-        self._check(response)
-        return dict(response.json())
+        return self.post_outcomes([outcome])
 
     def close(self) -> None:
         self.http.close()
