@@ -56,6 +56,9 @@ class Client(Protocol):
 
     def trace(self, trace_id: str) -> dict[str, Any] | None: ...
 
+    def request_texts(self, filters: Filters = Filters(), limit: int = 500,
+                      offset: int = 0) -> pa.Table: ...
+
     def facets(self) -> dict[str, Any]: ...
 
     def settings(self) -> dict[str, float]: ...
@@ -151,6 +154,11 @@ class FileClient(_Backend):
     def trace(self, trace_id: str) -> dict[str, Any] | None:
         return self._read(lambda cur: reads.run_trace(cur, trace_id))
 
+    def request_texts(self, filters: Filters = Filters(), limit: int = 500,
+                      offset: int = 0) -> pa.Table:
+        """A page of requests with question, answer and chunk texts (reads.run_request_texts)."""
+        return self._read(lambda cur: reads.run_request_texts(cur, filters, limit, offset))
+
     def facets(self) -> dict[str, Any]:
         return self._read(reads.run_facets)
 
@@ -232,6 +240,27 @@ class HttpClient(_Backend):
         self.last_total = int(response.headers.get("x-total-count", "0"))
         return to_frame(self._arrow(response)), self.last_total
 
+    def request_texts(self, filters: Filters = Filters(), limit: int = 500,
+                      offset: int = 0) -> pa.Table:
+        """A page of requests with question, answer and chunk texts (reads.run_request_texts)."""
+        params: dict[str, Any] = {**filters.to_params(), "limit": limit, "offset": offset,
+                                  "format": "arrow"}
+        return self._arrow(self._get("/api/v1/request-texts", params))
+
+    def post_outcomes(self, outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Post outcomes in the ``/v1/outcomes`` body format in one request; the answer
+        ``{"accepted", "rejected", "errors"}``."""
+        try:
+            response = self.http.post("/v1/outcomes", json={"outcomes": list(outcomes)})
+        except httpx.HTTPError as e:
+            raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
+        if response.status_code == 400:
+            body = response.json()
+            errors = body.get("errors") or [{"error": body.get("error")}]
+            raise QueryError("; ".join(str(e.get("error")) for e in errors))
+        self._check(response)
+        return dict(response.json())
+
     def trace(self, trace_id: str) -> dict[str, Any] | None:
         try:  # not through _get: a 404 here is an answer ("no such request"), not an error
             response = self.http.get(f"/api/v1/traces/{trace_id}",
@@ -252,16 +281,7 @@ class HttpClient(_Backend):
         return {str(k): float(v) for k, v in body["settings"].items()}
 
     def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = self.http.post("/v1/outcomes", json={"outcomes": [outcome]})
-        except httpx.HTTPError as e:
-            raise SourceError(f"cannot reach the collector at {self.url}: {e}") from e
-        if response.status_code == 400:
-            body = response.json()
-            errors = body.get("errors") or [{"error": body.get("error")}]
-            raise QueryError("; ".join(str(e.get("error")) for e in errors))
-        self._check(response)
-        return dict(response.json())
+        return self.post_outcomes([outcome])
 
     def close(self) -> None:
         self.http.close()

@@ -19,10 +19,13 @@ Label = Literal[
     "direct_answer", "exception_constraint", "supporting_background", "conflicting", "irrelevant"
 ]
 Convention = Literal["midtrace", "openinference", "genai"]
+# Who graded an outcome, in precedence order (docs/grading.md, "Precedence").
+Grader = Literal["person", "references", "judge"]
 
 STAGES: tuple[str, ...] = get_args(Stage)
 DROP_REASONS: tuple[str, ...] = get_args(DropReason)
 LABELS: tuple[str, ...] = get_args(Label)
+GRADERS: tuple[str, ...] = get_args(Grader)
 # Labels that make a chunk decisive for ungraded traffic (docs/architecture.md, "decisive position").
 DECISIVE_LABELS: tuple[str, ...] = ("direct_answer", "exception_constraint")
 
@@ -97,6 +100,7 @@ class Outcome:
     recalled_constraints: tuple[str, ...] | None = None
     reviewer: str | None = None
     note: str | None = None
+    grader: Grader | None = None  # None: a person (docs/grading.md, "Precedence")
 
 
 @dataclass(frozen=True)

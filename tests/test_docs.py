@@ -15,7 +15,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter"),
             ("report", "--group-by"), ("report", "--format"), ("report", "--output"),
             ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"),
-            ("sweep", "--cases")}
+            ("sweep", "--cases"), ("grade", "--since"), ("grade", "--until"),
+            ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched")}
 
 
 def options() -> list[tuple[str, click.Option]]:

@@ -153,6 +153,19 @@ def query_routes(connection: Callable[[], duckdb.DuckDBPyConnection],
                             headers={"X-Total-Count": str(total)})
         return _json({"rows": _rows(table), "total": total, "limit": limit, "offset": offset})
 
+    async def request_texts(request: Request) -> Response:
+        filters, rest = _split(request, ("limit", "offset", "format"))
+        fmt = _format(rest)
+        try:
+            limit = int(rest.get("limit", "500"))
+            offset = int(rest.get("offset", "0"))
+        except ValueError:
+            raise QueryError("limit and offset must be integers") from None
+        table = await read(lambda cur: reads.run_request_texts(cur, filters, limit, offset))
+        if fmt == "arrow":
+            return Response(_arrow_body(table), media_type=ARROW_STREAM)
+        return _json({"rows": _rows(table), "limit": limit, "offset": offset})
+
     async def trace(request: Request) -> Response:
         trace_id = request.path_params["trace_id"]
         found = await read(lambda cur: reads.run_trace(cur, trace_id))
@@ -175,6 +188,7 @@ def query_routes(connection: Callable[[], duckdb.DuckDBPyConnection],
         route("/api/v1/views", list_views),
         route("/api/v1/views/{name:path}", one_view),
         route("/api/v1/requests", requests),
+        route("/api/v1/request-texts", request_texts),
         route("/api/v1/traces/{trace_id:path}", trace),
         route("/api/v1/facets", facets),
         route("/api/v1/settings", settings),

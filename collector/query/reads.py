@@ -270,6 +270,20 @@ def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = N
     return table, int(total)
 
 
+def run_request_texts(conn: Any, filters: Filters = Filters(), limit: int = 500,
+                      offset: int = 0) -> Any:
+    """One page of requests in arrival order with their question, answer and chunk texts
+    (``chunks``: a list of ``{chunk_id, text}``), what reference grading reads; a pyarrow
+    Table."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
+    conditions, params = _conditions(filters)
+    return conn.sql(sqlfiles.query("request_texts_page", filters=conditions),
+                    params={**params, "limit": limit, "offset": offset}).to_arrow_table()
+
+
 def json_value(value: Any) -> Any:
     """A value as JSON can carry it: times as RFC 3339 strings, NaN as null."""
     if isinstance(value, datetime):

@@ -22,7 +22,7 @@ from midtrace.collector.intake.genai_events import (
     LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
 from midtrace.schemas.conventions import MAX_INT
 from midtrace.schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
-from midtrace.schemas.model import Outcome
+from midtrace.schemas.model import GRADERS, Outcome
 from midtrace.collector.intake.otlp import (
     PayloadError, SpanRecord, json_spans, load_json, may_hold_lone_surrogates, parse_protobuf,
     spans_of)
@@ -145,7 +145,7 @@ def _out_of_range(span: SpanRecord) -> str | None:
 _TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _OUTCOME_FIELDS = {
     "trace_id": str, "time": str, "correct": bool, "score": float, "decisive_chunk_ids": list,
-    "required_constraints": list, "recalled_constraints": list, "reviewer": str, "note": str,
+    "required_constraints": list, "recalled_constraints": list, "reviewer": str, "note": str, "grader": str,
 }
 
 
@@ -201,6 +201,9 @@ def outcome_from_json(item: Any) -> Outcome:
             raise ValueError(f"{key} must be {_kind_name(kind)}, got {type(value).__name__}")
         if kind is list and not all(isinstance(v, str) for v in value):
             raise ValueError(f"{key} must be a list of strings")
+    grader = item.get("grader")
+    if grader is not None and grader not in GRADERS:
+        raise ValueError(f"grader must be one of {', '.join(GRADERS)}, got {grader!r}")
     time = None
     if item.get("time") is not None:
         try:
@@ -220,7 +223,7 @@ def outcome_from_json(item: Any) -> Outcome:
         decisive_chunk_ids=strings("decisive_chunk_ids"),
         required_constraints=strings("required_constraints"),
         recalled_constraints=strings("recalled_constraints"),
-        reviewer=item.get("reviewer"), note=item.get("note"),
+        reviewer=item.get("reviewer"), note=item.get("note"), grader=grader,
     )
 
 

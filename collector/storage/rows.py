@@ -50,6 +50,7 @@ OUTCOMES = pa.schema([
     ("correct", pa.bool_()), ("score", pa.float64()),
     ("decisive_chunk_ids", pa.list_(pa.string())), ("required_constraints", pa.list_(pa.string())),
     ("recalled_constraints", pa.list_(pa.string())), ("reviewer", pa.string()), ("note", pa.string()),
+    ("grader", pa.string()),
 ])
 SPANS = pa.schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
@@ -68,6 +69,20 @@ _CHUNK_ATTRS = (("chunk_id", "id"), ("stage", "stage"), ("drop_reason", "drop_re
                 ("label", "label"), ("authority", "authority"), ("updated", "updated"),
                 ("decisive", "decisive"), ("cited", "cited"))
 _PLACEMENT_ATTRS = ("chunk_id", "prompt_index", "token_start", "token_end", "char_start", "char_end")
+
+
+GRADED_FIELDS = ("correct", "score", "decisive_chunk_ids", "required_constraints",
+                 "recalled_constraints", "reviewer", "note")
+
+
+def graded_fields(o: Outcome, keep_text: bool) -> dict[str, Any]:
+    """The merged fields of an outcome as the outcomes table stores them."""
+    return dict(
+        correct=o.correct, score=o.score, decisive_chunk_ids=_list(o.decisive_chunk_ids),
+        required_constraints=_phrases(o.required_constraints, keep_text),
+        recalled_constraints=_phrases(o.recalled_constraints, keep_text),
+        reviewer=o.reviewer, note=_kept(o.note, keep_text),
+    )
 
 
 def _kept(text: str | None, keep_text: bool) -> str | None:
@@ -171,11 +186,7 @@ class Rows:
                     received_at: datetime, keep_text: bool = True) -> None:
         _append(self.outcomes, dict(
             outcome_id=outcome_id, trace_id=trace_id, origin=origin, time=o.time,
-            received_at=received_at, correct=o.correct, score=o.score,
-            decisive_chunk_ids=_list(o.decisive_chunk_ids),
-            required_constraints=_phrases(o.required_constraints, keep_text),
-            recalled_constraints=_phrases(o.recalled_constraints, keep_text),
-            reviewer=o.reviewer, note=_kept(o.note, keep_text),
+            received_at=received_at, **graded_fields(o, keep_text), grader=o.grader,
         ))
 
     def tables(self) -> dict[str, pa.Table]:

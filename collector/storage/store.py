@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -28,13 +29,15 @@ from midtrace.collector.storage.database import (
 from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.known import KnownTraces
 from midtrace.collector.storage.layout import check_layout, older_evidence
-from midtrace.collector.storage.rows import Rows
+from midtrace.collector.storage.rows import Rows, graded_fields
 from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
 from midtrace.sql import sqlfiles
 from midtrace.schemas.model import Outcome
 from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
+
+MACHINE_GRADERS = ("references", "judge")
 
 
 @dataclass
@@ -52,6 +55,7 @@ class WriteStats:
     traces: int = 0
     requests: int = 0
     outcomes: int = 0
+    unchanged: int = 0  # machine grades left out as changing nothing (Store._changing)
     normalize_errors: list[str] = field(default_factory=list)
 
 
@@ -255,6 +259,8 @@ class Store:
             rows = Rows(hash_cache=self._hash_cache)
             if by_trace:
                 self._derive(by_trace, maybe_stored, rows, received_at, stats)
+            if any(o.grader in MACHINE_GRADERS for o in api_outcomes):
+                api_outcomes = self._changing(api_outcomes, stats)
             for o in api_outcomes:
                 assert o.trace_id is not None
                 rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at,
@@ -345,6 +351,34 @@ class Store:
                 oid, at = prior_outcomes.get(trace_id) or (self._take_outcome_id(), received_at)
                 rows.add_outcome(oid, request.trace_id, "span", request.record.outcome, at,
                                  keep_text=self.keep_text)
+
+    def _changing(self, outcomes: list[Outcome], stats: WriteStats) -> list[Outcome]:
+        """The outcomes less the machine grades (references, judge) that would change nothing
+        their kind already says: every field they set already holds that value. Re-running a
+        grader then adds no rows (docs/grading.md, "Running it again"); a person's grade is
+        always kept, as every post of it is."""
+        ids = sorted({o.trace_id for o in outcomes if o.grader in MACHINE_GRADERS
+                      and o.trace_id is not None})
+        cursor = self.conn.execute(sqlfiles.query("machine_grades_of_traces"), {"trace_ids": ids})
+        names = [d[0] for d in cursor.description]
+        current: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in cursor.fetchall():
+            values = dict(zip(names, row))
+            current[(values.pop("trace_id"), values.pop("grader"))] = values
+        kept = []
+        for o in outcomes:
+            if o.grader not in MACHINE_GRADERS or o.trace_id is None:
+                kept.append(o)
+                continue
+            said = current.setdefault((o.trace_id, o.grader), {})
+            sets = {k: v for k, v in graded_fields(o, self.keep_text).items() if v is not None}
+            if all(said.get(k) == v for k, v in sets.items()):
+                stats.unchanged += 1
+                continue
+            said.update(sets)
+            kept.append(o)
+        stats.outcomes = len(kept)
+        return kept
 
     def _take_outcome_id(self) -> int:
         oid = self._next_outcome_id

@@ -80,6 +80,37 @@ def store_option(required: bool = True, help: str = "Where midtrace stores trace
                         required=required, type=StoreURL(), help=help)
 
 
+def filter_options(fn):  # type: ignore[no-untyped-def]
+    """``--since``, ``--until`` and ``--filter KEY=VALUE``: the one set of filters."""
+    fn = click.option("--since", default=None, help="Start of the time range, inclusive "
+                      "(RFC 3339 or YYYY-MM-DD, UTC).")(fn)
+    fn = click.option("--until", default=None, help="End of the time range, exclusive.")(fn)
+    fn = click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
+                      help="Keep requests with KEY=VALUE; keys: since, until, service, model, "
+                      "template, strategy, experiment, context_bucket. Repeatable.")(fn)
+    return fn
+
+
+def parse_filters(since: str | None, until: str | None, pairs: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """The Filters of ``--since``, ``--until`` and ``--filter`` pairs; a bad one is a usage error."""
+    from midtrace.collector.query.reads import Filters, QueryError
+
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"--filter wants KEY=VALUE, got {pair!r}")
+        params[key.strip()] = value.strip()
+    if since:
+        params["since"] = since
+    if until:
+        params["until"] = until
+    try:
+        return Filters.from_params(params)
+    except QueryError as e:
+        raise click.UsageError(str(e)) from None
+
+
 host_option = click.option("--host", envvar="MIDTRACE_HOST", show_envvar=True, default=DEFAULT_HOST,
                            help="Address to bind; anything but loopback exposes the server and "
                                 "needs a token.")

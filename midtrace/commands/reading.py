@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from midtrace.commands.options import (
-    EXIT_POST, EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, store_option, token_option,
-    url_option)
+    EXIT_POST, EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, filter_options,
+    parse_filters, store_option, token_option, url_option)
 from midtrace.gate import Thresholds
 
 
@@ -17,32 +17,10 @@ def _source_options(fn):  # type: ignore[no-untyped-def]
     fn = token_option(fn)
     fn = url_option(fn)
     fn = store_option(required=False, help=READ_STORE_HELP)(fn)
-    fn = click.option("--since", default=None, help="Start of the time range, inclusive "
-                      "(RFC 3339 or YYYY-MM-DD, UTC).")(fn)
-    fn = click.option("--until", default=None, help="End of the time range, exclusive.")(fn)
-    fn = click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
-                      help="Keep requests with KEY=VALUE; keys: since, until, service, model, "
-                      "template, strategy, experiment, context_bucket. Repeatable.")(fn)
-    return fn
+    return filter_options(fn)
 
 
-def _filters(since: str | None, until: str | None, pairs: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from midtrace.collector.query.reads import Filters, QueryError
-
-    params: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.UsageError(f"--filter wants KEY=VALUE, got {pair!r}")
-        params[key.strip()] = value.strip()
-    if since:
-        params["since"] = since
-    if until:
-        params["until"] = until
-    try:
-        return Filters.from_params(params)
-    except QueryError as e:
-        raise click.UsageError(str(e)) from None
+_filters = parse_filters
 
 
 def _group_by(value: str | None) -> tuple[str, ...]:

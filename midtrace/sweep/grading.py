@@ -1,41 +1,28 @@
 """Grade an answer the way "Lost in the Middle" does, plus constraints and citations.
 
-Normalisation (SQuAD's, used by the paper's evaluation): lower case, punctuation removed,
-the articles a/an/the removed, whitespace collapsed. An answer is a best-subspan exact match
-when some normalised expected answer is contained in the normalised prediction.
+The match and the constraint recall are midtrace.schemas.answers's (the one definition,
+shared with `midtrace grade --references`): an answer is a best-subspan exact match when
+some normalised expected answer is contained in the normalised prediction.
 """
 
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
+from midtrace.schemas.answers import best_subspan_match, recalled_constraints
+from midtrace.schemas.answers import normalize_answer as normalize
+
+__all__ = ["Grade", "best_subspan_match", "cited_documents", "grade", "normalize",
+           "recalled_constraints", "without_citations"]
+
 _CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
-
-
-def normalize(text: str) -> str:
-    text = text.lower().translate(_PUNCT)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
 
 
 def without_citations(text: str) -> str:
     """The answer with its citation markers removed (for comparing answers across layouts)."""
     return _CITATION.sub(" ", text)
-
-
-def best_subspan_match(prediction: str, answers: Sequence[str]) -> bool:
-    pred = normalize(prediction)
-    return any(normalize(a) in pred for a in answers if normalize(a))
-
-
-def recalled_constraints(prediction: str, constraints: Sequence[str]) -> tuple[str, ...]:
-    pred = normalize(prediction)
-    return tuple(c for c in constraints if normalize(c) and normalize(c) in pred)
 
 
 def cited_documents(answer: str, k: int) -> tuple[int, ...]:
