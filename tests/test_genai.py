@@ -182,3 +182,55 @@ def test_per_message_events_of_conventions_1_30_give_the_prompt_and_the_answer()
         assert request.record.answer == "14 days [2]." and request.record.model == "m"
         assert [p.chunk_id for p in request.record.placements] == ["d1", "d0"]
         assert request.record.cited_ids == ("d0",)
+
+
+def test_content_sent_as_events_on_the_span_reads_like_content_on_the_span() -> None:
+    """Instrumentations that put the messages in span events, not attributes: the current
+    operation-details event and the older gen_ai.content.prompt/completion pair; through the
+    OTLP protobuf and JSON encodings alike."""
+    from midtrace.collector.intake.otlp import json_spans, request_to_json
+
+    messages = [{"role": "system", "parts": [{"type": "text", "content": system_prompt((1, 0, 2))}]},
+                {"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]
+    output = [{"role": "assistant", "parts": [{"type": "text", "content": "Within 14 days [1]."}]}]
+    forms = {
+        "gen_ai.client.inference.operation.details": {
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps(output)},
+        "gen_ai.content.prompt": {"gen_ai.prompt": json.dumps(
+            [{"role": "system", "content": system_prompt((1, 0, 2))},
+             {"role": "user", "content": QUESTION}])},
+        "gen_ai.content.completion": {"gen_ai.completion": json.dumps(
+            [{"role": "assistant", "content": "Within 14 days [1]."}])},
+    }
+    expected = normalized()  # the same request with the content as span attributes
+    for events in (["gen_ai.client.inference.operation.details"],
+                   ["gen_ai.content.prompt", "gen_ai.content.completion"]):
+        exporter = InMemorySpanExporter()
+        provider = provider_with(exporter, service="genai-bot")
+        tracer = provider.get_tracer("test")
+        with tracer.start_as_current_span("invoke_agent support"):
+            with tracer.start_as_current_span("retrieval kb") as span:
+                span.set_attributes({"gen_ai.operation.name": "retrieval",
+                                     "gen_ai.retrieval.documents": json.dumps(DOCS)})
+            with tracer.start_as_current_span("chat gpt-4o") as span:
+                span.set_attributes({"gen_ai.operation.name": "chat",
+                                     "gen_ai.request.model": "gpt-4o"})
+                for name in events:
+                    span.add_event(name, forms[name])
+                span.add_event("exception", {"exception.message": "not a GenAI event"})
+        provider.shutdown()
+        sdk_spans = exporter.get_finished_spans()
+        from_protobuf = records(sdk_spans)
+        assert len(from_protobuf) == 3 + len(events)  # a child per GenAI event, no other
+        from midtrace.collector.intake.otlp import encode_sdk_spans
+        from_json = [s for s, _ in json_spans(json.loads(request_to_json(
+            encode_sdk_spans(sdk_spans))))]
+        assert sorted(s.span_id for s in from_json) == sorted(s.span_id for s in from_protobuf)
+        for spans in (from_protobuf, from_json):
+            request = normalize_genai(spans)
+            assert request is not None, events
+            assert request.record.answer == "Within 14 days [1]."
+            assert [p.chunk_id for p in request.record.placements] == [
+                p.chunk_id for p in expected.record.placements]
+            assert request.record.cited_ids == expected.record.cited_ids

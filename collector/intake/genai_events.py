@@ -21,7 +21,7 @@ ignored: an app that sends all its logs to midtrace loses nothing and stores not
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,13 +31,11 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
+from midtrace.collector.intake.event_spans import event_child, is_genai_event
 from midtrace.collector.intake.otlp import PayloadError, _attrs, any_value
 from midtrace.schemas.span import SpanRecord
 
-EVENT_PREFIX = "gen_ai."
 EVENT_NAME_ATTRIBUTE = "event.name"  # where records older than LogRecord.event_name put it
-BODY = "gen_ai.event.body"
-INDEX = "gen_ai.event.index"
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,6 @@ def parse_logs_json(body: bytes) -> ExportLogsServiceRequest:
 
 
 def _b64(raw: bytes) -> str:
-    import base64
     return base64.b64encode(raw).decode()
 
 
@@ -107,26 +104,13 @@ def event_spans(request: ExportLogsServiceRequest) -> LogsRead:
                 index += 1
                 attrs = _attrs(record.attributes)
                 name = record.event_name or attrs.get(EVENT_NAME_ATTRIBUTE)
-                if (not isinstance(name, str) or not name.startswith(EVENT_PREFIX)
+                if (not is_genai_event(name) or not isinstance(name, str)
                         or len(record.trace_id) != 16 or not any(record.trace_id)
                         or len(record.span_id) != 8 or not any(record.span_id)):
                     ignored += 1
                     continue
                 time = int(record.time_unix_nano or record.observed_time_unix_nano)
                 body = any_value(record.body) if record.HasField("body") else None
-                attrs[BODY] = json.dumps(body, ensure_ascii=False, default=str)
-                attrs[INDEX] = index
-                parent = record.span_id.hex()
-                key = f"{record.trace_id.hex()}/{parent}/{name}/{time}/{index}/{attrs[BODY]}"
-                spans.append(SpanRecord(
-                    trace_id=record.trace_id.hex(),
-                    span_id=hashlib.sha256(key.encode()).hexdigest()[:16],
-                    parent_span_id=parent,
-                    name=name,
-                    start_ns=time,
-                    end_ns=time,
-                    attributes=attrs,
-                    resource=resource,
-                    scope=scope,
-                ))
+                spans.append(event_child(record.trace_id.hex(), record.span_id.hex(), name,
+                                         time, attrs, body, index, resource, scope))
     return LogsRead(spans, ignored)

@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from midtrace.collector.intake.event_spans import event_child, is_genai_event
 from midtrace.schemas.span import AttrValue, SpanRecord
 
 class PayloadError(ValueError):
@@ -173,6 +174,13 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[tuple[SpanRecord | 
                     status_code=int(span.status.code),
                     dropped_attributes_count=int(span.dropped_attributes_count),
                 ), None
+                events = span.events
+                for i, event in enumerate(events, start=1) if events else ():
+                    if is_genai_event(event.name):  # its content: a child the normalizer joins
+                        yield event_child(
+                            span.trace_id.hex(), span.span_id.hex(), event.name,
+                            int(event.time_unix_nano or span.end_time_unix_nano),
+                            _attrs(event.attributes), None, i, resource, scope), None
 
 
 # --- OTLP/JSON straight to span records ---------------------------------------------------
@@ -341,6 +349,29 @@ def json_spans(obj: Any, check_surrogates: bool = True) -> Iterator[tuple[SpanRe
                                  "holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)")
                     continue
                 yield record, None
+                yield from _json_event_children(record, span.get("events"), check_surrogates)
+
+
+def _json_event_children(span: SpanRecord, events: Any, check_surrogates: bool
+                         ) -> Iterator[tuple[SpanRecord | None, str | None]]:
+    """The GenAI events on an OTLP/JSON span as its children (collector/intake/event_spans.py)."""
+    if not isinstance(events, list):
+        return
+    for i, event in enumerate(events, start=1):
+        if not isinstance(event, dict) or not is_genai_event(event.get("name")):
+            continue
+        try:
+            child = event_child(
+                span.trace_id, span.span_id, str(event["name"]),
+                _json_int(event.get("timeUnixNano"), "event timeUnixNano") or span.end_ns,
+                _json_attrs(event.get("attributes") or []), None, i, span.resource, span.scope)
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
+            yield None, f"event {str(event.get('name'))[:60]!r} of span {span.span_id}: {e}"
+            continue
+        if check_surrogates and _lone_surrogate(child):
+            yield None, f"event {child.name!r} of span {span.span_id}: a lone UTF-16 surrogate"
+            continue
+        yield child, None
 
 
 def load_json(body: bytes | str) -> Any:

@@ -49,6 +49,8 @@ LEGACY_COMPLETION = "gen_ai.completion"
 EVENT_BODY = "gen_ai.event.body"
 EVENT_INDEX = "gen_ai.event.index"
 CHOICE_EVENT = "gen_ai.choice"
+PROMPT_EVENT = "gen_ai.content.prompt"  # span events of older instrumentations
+COMPLETION_EVENT = "gen_ai.content.completion"
 
 RETRIEVAL = "retrieval"
 INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -131,8 +133,11 @@ def is_inference(span: SpanRecord) -> bool:
 def _from_events(events: Sequence[SpanRecord]) -> dict[str, Any]:
     """The message attributes a call's GenAI events stand for, as if set on its span: the
     per-message events of conventions 1.30 (``gen_ai.<role>.message``, ``gen_ai.choice``) in
-    the order they were emitted, or the one ``gen_ai.client.inference.operation.details``
-    event that carries ``gen_ai.input.messages`` itself."""
+    the order they were emitted, the one ``gen_ai.client.inference.operation.details``
+    event that carries ``gen_ai.input.messages`` itself, or the ``gen_ai.content.prompt`` /
+    ``gen_ai.content.completion`` span events of older instrumentations (``gen_ai.prompt``,
+    ``gen_ai.completion``). Events arrive as log records or as events on the span
+    (collector/intake/event_spans.py)."""
     inputs: list[dict[str, Any]] = []
     outputs: list[tuple[int, dict[str, Any]]] = []
     found: dict[str, Any] = {}
@@ -141,8 +146,14 @@ def _from_events(events: Sequence[SpanRecord]) -> dict[str, Any]:
             if key in e.attributes:
                 found[key] = e.attributes[key]
         body = json_value(e.attributes.get(EVENT_BODY))
-        body = body if isinstance(body, Mapping) else {}
-        if e.name == CHOICE_EVENT:
+        # an event on a span has no body: what a log record's body holds is in its attributes
+        body = body if isinstance(body, Mapping) else e.attributes
+        if e.name == PROMPT_EVENT:  # older span events: the whole prompt, or the completion
+            inputs += [{"role": r, "content": t} for r, t in _messages(e.attributes.get(LEGACY_PROMPT))]
+        elif e.name == COMPLETION_EVENT:
+            outputs += [(len(outputs), {"role": r or "assistant", "content": t})
+                        for r, t in _messages(e.attributes.get(LEGACY_COMPLETION))]
+        elif e.name == CHOICE_EVENT:
             message = body.get("message")
             if isinstance(message, Mapping) and message.get("content") is not None:
                 index = body.get("index")

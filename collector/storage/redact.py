@@ -14,9 +14,10 @@ The rule is an allow-list, so an attribute no convention has named yet is covere
   document's id, score and source survive without its text.
 
 Span names, kinds, times, status codes, the scope name and the resource (the service, not
-the request) are kept as sent; events and links are not stored at all. GenAI events that
-arrive as log records become span records (collector/intake/genai_events.py) and follow
-this same rule: their body, a JSON string, keeps its structure and loses its text.
+the request) are kept as sent; links and other events are not stored at all. GenAI events,
+on a span or as log records, become span records of their own (collector/intake/
+event_spans.py) and follow this same rule: their body, a JSON string, keeps its structure
+and loses its text.
 """
 
 from __future__ import annotations
