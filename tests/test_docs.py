@@ -16,7 +16,10 @@ PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter")
             ("report", "--group-by"), ("report", "--format"), ("report", "--output"),
             ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"),
             ("sweep", "--cases"), ("grade", "--since"), ("grade", "--until"),
-            ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched")}
+            ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched"),
+            ("cases", "--since"), ("cases", "--until"), ("cases", "--filter"),
+            ("cases", "--class"), ("cases", "--trace-id"), ("cases", "--references"),
+            ("cases", "--output")}
 
 
 def options() -> list[tuple[str, click.Option]]:

@@ -1,0 +1,110 @@
+"""`midtrace cases`: sweep cases from stored requests (midtrace/sweep/from_traces.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from midtrace.commands.options import (
+    EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, fail, filter_options, parse_filters,
+    store_option, token_option, url_option)
+
+PAGE = 500
+
+
+@click.command(cls=StoreCommand)
+@token_option
+@url_option
+@store_option(required=False, help=READ_STORE_HELP)
+@filter_options
+@click.option("--class", "taxonomy_class", default=None, metavar="CLASS",
+              help="Only requests of this failure class (buried, unused, dropped, missing, "
+                   "unlabeled, answered, ungraded).")
+@click.option("--trace-id", "trace_ids", multiple=True, metavar="ID",
+              help="These requests (32 hex digits; repeatable) instead of the filters.")
+@click.option("--references", "references_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The accepted answers, as `midtrace grade` reads them: JSON lines of "
+                   "{question, answers, required_constraints}, or a sweep cases file.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the cases here instead of standard output.")
+@click.pass_context
+def cases(ctx: click.Context, token: str | None, url: str | None, db: Path | None,
+          since: str | None, until: str | None, filter_pairs: tuple[str, ...],
+          taxonomy_class: str | None, trace_ids: tuple[str, ...], references_path: Path,
+          output: Path | None) -> None:
+    """Write sweep cases (the format `midtrace sweep --cases` reads) from stored requests: each
+    request's question, retrieved chunks and decisive chunks, with the accepted answers of
+    --references. Requests that cannot become a case are counted, with the reason, on
+    standard error."""
+    from click.core import ParameterSource
+
+    from midtrace.client import ClientError, QueryError, open_client
+    from midtrace.references import load_references
+    from midtrace.sweep.from_traces import case_from_trace
+
+    filters = parse_filters(since, until, filter_pairs)
+    if url and db:
+        if ctx.get_parameter_source("db") is ParameterSource.ENVIRONMENT:
+            db = None
+        elif ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT:
+            url = None
+        else:
+            raise click.UsageError("give --store or --url, not both")
+    if not url and not db:
+        raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
+    refs = load_references(references_path)
+    if refs.bad:
+        for message in refs.bad:
+            click.echo(f"{references_path}: {message}", err=True)
+        fail(f"{len(refs.bad)} line(s) of {references_path} cannot be used; no case was written",
+             EXIT_USAGE)
+    by_question = refs.by_question()
+    try:
+        client = open_client(url=url, token=token, fresh=True) if url else open_client(db=db)
+    except ClientError as e:
+        fail(str(e), EXIT_SOURCE)
+    written, skipped = 0, Counter[str]()
+    out = output.open("w", encoding="utf-8") if output else sys.stdout
+    try:
+        for trace_id in trace_ids or _trace_ids(client, filters, taxonomy_class):
+            trace = client.trace(trace_id.strip().lower())
+            made: dict[str, Any] | str = (case_from_trace(trace, by_question) if trace
+                                          else "no request has this trace id")
+            if isinstance(made, str):
+                skipped[made] += 1
+                continue
+            out.write(json.dumps(made, ensure_ascii=False) + "\n")
+            written += 1
+    except QueryError as e:
+        raise click.UsageError(str(e)) from None
+    except ClientError as e:
+        fail(str(e), EXIT_SOURCE)
+    finally:
+        client.close()
+        if output:
+            out.close()
+    click.echo(f"wrote {written} case(s)" + (f" to {output}" if output else ""), err=True)
+    for reason, n in skipped.most_common():
+        click.echo(f"skipped {n}: {reason}", err=True)
+    if not written:
+        fail("no request could become a case" + (
+            "; " + next(iter(skipped)) if len(skipped) == 1 else ""), EXIT_USAGE)
+
+
+def _trace_ids(client: Any, filters: Any, taxonomy_class: str | None) -> list[str]:
+    """The trace ids of every request under the filters, newest first."""
+    ids: list[str] = []
+    offset = 0
+    while True:
+        page, _ = client.requests_page(filters, taxonomy_class=taxonomy_class, limit=PAGE,
+                                       offset=offset)
+        ids += [str(t) for t in page["trace_id"]] if not page.empty else []
+        if len(page) < PAGE:
+            return ids
+        offset += PAGE
