@@ -454,3 +454,9 @@ def test_a_document_with_html_tags_is_found_in_a_prompt_that_stripped_them() -> 
     (f,) = locate(prompt, [doc])
     assert prompt[f.start:f.end] == ("Refunds for annual plans: within 14 days of the charge "
                                      "& no later.")
+
+
+def test_a_stripped_form_too_short_to_tell_apart_is_not_looked_for() -> None:
+    doc = "if a < b and c > d then e"  # no tags, but "< b and c >" reads as one
+    assert locate("Context: a d.\nQuestion: which is larger?", [doc]) == []
+    assert edited_forms(doc)[-1] == "if a   d then e"

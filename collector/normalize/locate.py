@@ -412,6 +412,7 @@ def _accept(candidates: list[_Candidate]) -> list[tuple[int, int, int, bool]]:
 
 
 _TAG = re.compile(r"<[^<>]{1,200}>")
+MIN_EDITED_CHARS = 24  # shortest edited form of a document that is looked for
 
 
 def edited_forms(text: str, escaped: bool = True) -> list[str]:
@@ -465,8 +466,11 @@ def locate(prompt: str, texts: Sequence[str | None],
             forms = edited_forms(original, escaped=has_escapes)
             if nfc_needed:  # the prompt is searched NFC-normalised from here on
                 forms = [unicodedata.normalize("NFC", x) for x in forms]
+            # a stripped form too short to tell apart ("a < b and c > d" -> "a d") is not
+            # looked for: it would be found anywhere
             variants = [v for v in dict.fromkeys(fold_text(x) for x in forms)
-                        if v and v != needles[g]]
+                        if v != needles[g]
+                        and (len(v) >= MIN_EDITED_CHARS or len(v) >= len(needles[g]))]
             if variants:
                 extra += [(t, n, g, b) for t, n, _, b in _candidates(
                     _search(folded.text, variants, min_prefix), variants, min_prefix)]
