@@ -13,47 +13,42 @@ from typing import Any
 
 import pandas as pd
 
+from midtrace.report_cells import COLUMN_NAMES, SHARES
+from midtrace.report_cells import SCORES as REPORT_SCORES
+
 HASH_TEMPLATE = "sha256:"  # an inferred template id: its content hash (docs/zero-code.md)
 LONG_ID = re.compile(r"^[0-9a-f]{40,}$")  # a content-hash chunk id (64 hex) or similar
 SHORT = 8
 
+# The dashboard's own columns (the inspector's chunk tables, the request lists) and the
+# words it says differently from the report; every metric column is named as the report
+# names it (midtrace/report_cells.py), in the dashboard's lower case.
 COLUMNS = {
     "time": "time (UTC)", "question": "question", "answer": "answer", "correct": "correct",
-    "taxonomy_class": "failure class", "class": "failure class",
-    "decisive_band": "decisive band", "decisive_slot": "decisive slot", "k": "chunks (k)",
-    "model": "model", "template": "template", "template_id": "template",
-    "strategy": "packing strategy", "trace_id": "trace id", "chunk_id": "chunk",
-    "chunk_full_id": "chunk id (full)", "is_decisive": "decisive", "is_cited": "cited",
-    "token_start": "first token", "token_end": "end token", "source_id": "source",
-    "retrieval_rank": "retrieval rank", "retrieval_score": "retrieval score",
-    "rerank_rank": "rerank rank", "rerank_score": "rerank score", "drop_reason": "drop reason",
-    "updated": "updated", "accuracy": "accuracy", "ci_low": "95% low", "ci_high": "95% high",
-    "graded": "graded", "requests": "requests", "n": "n", "band": "band",
-    "slot": "slot", "label": "label", "authority": "authority", "stage": "stage",
-    "context_bucket": "context length", "week": "week", "experiment": "experiment",
-    "condition": "placement", "case_id": "case",
-    "sensitivity_delta": "position sensitivity Δ", "buried_failure_rate": "buried failure rate",
-    "buried_failure_cases": "buried failures", "buried_eligible_cases": "cases with evidence",
-    "answer_consistency": "answer consistency", "absent_accuracy": "closed-book accuracy",
-    "retrieval_hit_rate": "hit rate (retrieval order)", "prompt_hit_rate": "hit rate (prompt order)",
-    "retrieval_mrr": "MRR (retrieval order)", "prompt_mrr": "MRR (prompt order)",
-    "retrieval_ndcg": "NDCG (retrieval order)", "prompt_ndcg": "NDCG (prompt order)",
-    "instead_of_decisive": "…and no decisive chunk", "correct_n": "correct",
-    "edge_occurrence": "at an edge", "tokens": "tokens", "retrieval": "retrieval",
-    "rerank": "rerank",
+    "taxonomy_class": "failure class", "class": "failure class", "n": "graded",
+    "decisive_slot": "decisive slot", "k": "chunks (k)", "template_id": "template",
+    "trace_id": "trace id", "chunk_id": "chunk", "chunk_full_id": "chunk id (full)",
+    "is_decisive": "decisive", "is_cited": "cited", "token_start": "first token",
+    "token_end": "end token", "retrieval_rank": "retrieval rank",
+    "retrieval_score": "retrieval score", "rerank_rank": "rerank rank",
+    "rerank_score": "rerank score", "drop_reason": "drop reason", "updated": "updated",
+    "band": "band", "slot": "slot", "label": "label", "stage": "stage", "case_id": "case",
+    "instead_of_decisive": "…and no decisive chunk", "tokens": "tokens",
+    "retrieval": "retrieval", "rerank": "rerank", "decisive_edge_band": "decisive at an edge",
 }
-# Columns that hold a share in [0, 1]: shown as a percentage.
-RATES = {"accuracy", "ci_low", "ci_high", "sensitivity_delta", "buried_failure_rate",
-         "answer_consistency", "absent_accuracy", "retrieval_hit_rate", "prompt_hit_rate",
-         "alignment", "noncanonical_rate", "buried_rate", "recall", "share",
-         "unsupported_rate", "constraint_recall", "consistency"}
-# Scores in [0, 1] that are not shares: three decimals.
-SCORES = {"retrieval_mrr", "prompt_mrr", "retrieval_ndcg", "prompt_ndcg", "retrieval_score",
-          "rerank_score", "mrr", "ndcg"}
+# Columns that hold a share in [0, 1], shown as a percentage; scores in [0, 1] that are not
+# shares, to three decimals.
+RATES = SHARES | {"sensitivity_delta", "constraint_recall", "consistency"}
+SCORES = REPORT_SCORES | {"retrieval_score", "rerank_score", "mrr", "ndcg"}
 
 
 def column(name: str) -> str:
-    return COLUMNS.get(name, name.replace("_", " "))
+    if name in COLUMNS:
+        return COLUMNS[name]
+    if name in COLUMN_NAMES:
+        named = COLUMN_NAMES[name]
+        return named if named[1:2].isupper() else named[:1].lower() + named[1:]
+    return name.replace("_", " ")
 
 
 def is_rate(name: str) -> bool:

@@ -349,7 +349,8 @@ def json_spans(obj: Any, check_surrogates: bool = True) -> Iterator[tuple[SpanRe
                                  "holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)")
                     continue
                 yield record, None
-                yield from _json_event_children(record, span.get("events"), check_surrogates)
+                if span.get("events"):  # most spans have none: no generator for them
+                    yield from _json_event_children(record, span["events"], check_surrogates)
 
 
 def _json_event_children(span: SpanRecord, events: Any, check_surrogates: bool

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
 
 from midtrace.collector.intake.genai_events import (
     LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
@@ -105,6 +107,24 @@ class SpanCheck:
         shown = "; ".join(self.rejected[:MAX_MESSAGES])
         more = len(self.rejected) - MAX_MESSAGES
         return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def traces_answer(check: SpanCheck) -> ExportTraceServiceResponse:
+    """The OTLP answer to a trace export: how many spans were refused, and why."""
+    response = ExportTraceServiceResponse()
+    if check.rejected:
+        response.partial_success.rejected_spans = len(check.rejected)
+        response.partial_success.error_message = check.message
+    return response
+
+
+def logs_answer(check: SpanCheck) -> ExportLogsServiceResponse:
+    """The OTLP answer to a logs export: how many GenAI events were refused, and why."""
+    response = ExportLogsServiceResponse()
+    if check.rejected:
+        response.partial_success.rejected_log_records = len(check.rejected)
+        response.partial_success.error_message = check.message
+    return response
 
 
 def check_spans(spans: ExportTraceServiceRequest | SpanPairs) -> SpanCheck:

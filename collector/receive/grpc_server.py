@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable, Callable
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from google.protobuf.message import Message
 
 from midtrace.collector.receive.auth import token_matches
 from midtrace.collector.receive.forward import Batch
 from midtrace.collector.intake.accept import Intake
-from midtrace.collector.receive.bodies import PROTOBUF
+from midtrace.collector.receive.bodies import PROTOBUF, SpanCheck, logs_answer, traces_answer
 from midtrace.collector.storage.writer import QueueFull
 from midtrace.collector.intake.genai_events import event_spans, parse_logs_protobuf
 from midtrace.collector.intake.otlp import PayloadError, parse_protobuf
@@ -40,7 +40,11 @@ def _retry_info() -> bytes:
     return RetryInfo(retry_delay=Duration(seconds=int(delay), nanos=int(delay % 1 * 1e9))).SerializeToString()
 
 
-def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
+def _service(name: str, what: str, token: str | None,
+             store: Callable[[bytes], Awaitable[SpanCheck]],
+             answer: Callable[[SpanCheck], Message]) -> grpc.GenericRpcHandler:
+    """One OTLP export service: ``store`` reads the body (PayloadError: INVALID_ARGUMENT) and
+    hands it to the intake; ``answer`` is the OTLP response to what it kept."""
     async def export(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         if token is not None:
             values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
@@ -49,57 +53,32 @@ def _handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
                                     "missing or wrong token: send one metadata entry "
                                     "'authorization: Bearer <token>'")
         try:
-            request = parse_protobuf(body)
+            check = await store(body)
         except PayloadError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        try:
-            check = await intake.export(request, Batch(body, PROTOBUF))
         except QueueFull as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e),
                                 trailing_metadata=(("google.rpc.retryinfo-bin", _retry_info()),))
         except Exception as e:  # the writer's error: nothing of this request was stored
-            log.error("export not stored: %s", e)
-            await context.abort(grpc.StatusCode.INTERNAL, f"spans not stored: {e}")
-        response = ExportTraceServiceResponse()
-        if check.rejected:
-            response.partial_success.rejected_spans = len(check.rejected)
-            response.partial_success.error_message = check.message
-        return response.SerializeToString()
+            log.error("%s not stored: %s", what, e)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{what} not stored: {e}")
+        return answer(check).SerializeToString()
 
     method = grpc.unary_unary_rpc_method_handler(export)  # no (de)serializers: raw bytes
-    return grpc.method_handlers_generic_handler(SERVICE, {"Export": method})
+    return grpc.method_handlers_generic_handler(name, {"Export": method})
 
 
-def _logs_handler(intake: Intake, token: str | None) -> grpc.GenericRpcHandler:
-    """LogsService: GenAI events are kept with their span's trace, other records dropped
-    (collector/intake/genai_events.py)."""
-    async def export(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        if token is not None:
-            values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
-            if not token_matches(values, token):
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                    "missing or wrong token: send one metadata entry "
-                                    "'authorization: Bearer <token>'")
-        try:
-            read = event_spans(parse_logs_protobuf(body))
-        except PayloadError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        try:
-            check = await intake.export_events(read.spans, read.ignored)
-        except QueueFull as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e),
-                                trailing_metadata=(("google.rpc.retryinfo-bin", _retry_info()),))
-        except Exception as e:
-            log.error("logs export not stored: %s", e)
-            await context.abort(grpc.StatusCode.INTERNAL, f"log records not stored: {e}")
-        response = ExportLogsServiceResponse()
-        if check.rejected:
-            response.partial_success.rejected_log_records = len(check.rejected)
-            response.partial_success.error_message = check.message
-        return response.SerializeToString()
+def _handlers(intake: Intake, token: str | None) -> tuple[grpc.GenericRpcHandler, ...]:
+    """TraceService, and LogsService for GenAI events (collector/intake/genai_events.py)."""
+    async def traces(body: bytes) -> SpanCheck:
+        return await intake.export(parse_protobuf(body), Batch(body, PROTOBUF))
 
-    method = grpc.unary_unary_rpc_method_handler(export)
-    return grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": method})
+    async def logs(body: bytes) -> SpanCheck:
+        read = event_spans(parse_logs_protobuf(body))
+        return await intake.export_events(read.spans, read.ignored)
+
+    return (_service(SERVICE, "spans", token, traces, traces_answer),
+            _service(LOGS_SERVICE, "log records", token, logs, logs_answer))
 
 
 async def start_grpc(intake: Intake, host: str, port: int, max_message_bytes: int,
@@ -111,7 +90,7 @@ async def start_grpc(intake: Intake, host: str, port: int, max_message_bytes: in
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.so_reuseport", 0),
     ])
-    server.add_generic_rpc_handlers((_handler(intake, token), _logs_handler(intake, token)))
+    server.add_generic_rpc_handlers(_handlers(intake, token))
     shown = f"[{host}]" if ":" in host else host
     try:
         bound = server.add_insecure_port(f"{shown}:{port}")

@@ -17,14 +17,12 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import duckdb
 from google.protobuf import json_format
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -36,7 +34,8 @@ from midtrace.collector.receive.auth import BearerToken
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.intake.accept import Intake, recover
 from midtrace.collector.receive.bodies import (
-    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_traces)
+    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_traces, SpanCheck, logs_answer,
+    traces_answer)
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.appender import Appender, Freshness
 from midtrace.collector.storage.intake_log import IntakeLog
@@ -101,58 +100,46 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
     intake = intake or build_intake(writer, settings)
     appender = intake.appender
 
-    async def traces(request: Request) -> Response:
+    async def receive(request: Request, what: str, parse: Callable[[bytes, str | None], Any],
+                      store: Callable[[Any, bytes], Awaitable[SpanCheck]],
+                      answer: Callable[[SpanCheck], Any]) -> Response:
+        """One OTLP export: read, decompress and ``parse`` the body (400/413/415 when it
+        cannot be), ``store`` what it holds (503 when derivation is behind), answer in the
+        request's content type."""
         kind = media_type(request.headers.get("content-type"))
         answer_kind = JSON if kind == JSON else PROTOBUF
         try:
             raw = await _read_body(request, settings.max_body_bytes)
             body = decompress(raw, request.headers.get("content-encoding"), settings.max_body_bytes)
-            spans = parse_traces(body, request.headers.get("content-type"))
+            parsed = parse(body, request.headers.get("content-type"))
         except BadInput as e:
-            log.info("refused export: %s", e.message)
+            log.info("refused %s: %s", what, e.message)
             return _status(answer_kind, e.status, e.message)
         except Exception as e:  # a bug: still an OTLP answer, never a plain-text page
-            log.exception("export could not be read")
-            return _status(answer_kind, 500, f"export could not be read: {e!r}")
-        batch = Batch(raw, request.headers.get("content-type") or PROTOBUF,
-                      request.headers.get("content-encoding"))
+            log.exception("%s could not be read", what)
+            return _status(answer_kind, 500, f"{what} could not be read: {e!r}")
         try:
-            check = await intake.export(spans, batch)
+            check = await store(parsed, raw)
         except QueueFull as e:
             return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
         except Exception as e:
-            log.error("export not stored: %s", e)
-            return _status(answer_kind, 500, f"spans not stored: {e}")
-        response = ExportTraceServiceResponse()
-        if check.rejected:
-            response.partial_success.rejected_spans = len(check.rejected)
-            response.partial_success.error_message = check.message
-        return _otlp_response(answer_kind, response)
+            log.error("%s not stored: %s", what, e)
+            return _status(answer_kind, 500, f"{what} not stored: {e}")
+        return _otlp_response(answer_kind, answer(check))
+
+    async def traces(request: Request) -> Response:
+        async def store(spans: Any, raw: bytes) -> SpanCheck:
+            return await intake.export(spans, Batch(raw, request.headers.get("content-type")
+                                                    or PROTOBUF,
+                                                    request.headers.get("content-encoding")))
+        return await receive(request, "spans", parse_traces, store, traces_answer)
 
     async def logs(request: Request) -> Response:
         """OTLP logs: GenAI events are kept as part of their span's trace, other records
         are acknowledged and dropped (collector/intake/genai_events.py)."""
-        kind = media_type(request.headers.get("content-type"))
-        answer_kind = JSON if kind == JSON else PROTOBUF
-        try:
-            raw = await _read_body(request, settings.max_body_bytes)
-            body = decompress(raw, request.headers.get("content-encoding"), settings.max_body_bytes)
-            read = parse_logs(body, request.headers.get("content-type"))
-        except BadInput as e:
-            log.info("refused logs export: %s", e.message)
-            return _status(answer_kind, e.status, e.message)
-        try:
-            check = await intake.export_events(read.spans, read.ignored)
-        except QueueFull as e:
-            return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
-        except Exception as e:
-            log.error("logs export not stored: %s", e)
-            return _status(answer_kind, 500, f"log records not stored: {e}")
-        response = ExportLogsServiceResponse()
-        if check.rejected:
-            response.partial_success.rejected_log_records = len(check.rejected)
-            response.partial_success.error_message = check.message
-        return _otlp_response(answer_kind, response)
+        async def store(read: Any, raw: bytes) -> SpanCheck:
+            return await intake.export_events(read.spans, read.ignored)
+        return await receive(request, "log records", parse_logs, store, logs_answer)
 
     async def outcomes(request: Request) -> Response:
         try:

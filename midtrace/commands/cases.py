@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, fail, filter_options, parse_filters,
-    store_option, token_option, url_option)
+    EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, fail, filter_options,
+    load_references_or_exit, open_source, parse_filters, store_option, token_option, url_option)
 
 PAGE = 500
 
@@ -42,33 +42,12 @@ def cases(ctx: click.Context, token: str | None, url: str | None, db: Path | Non
     request's question, retrieved chunks and decisive chunks, with the accepted answers of
     --references. Requests that cannot become a case are counted, with the reason, on
     standard error."""
-    from click.core import ParameterSource
-
-    from midtrace.client import ClientError, QueryError, open_client
-    from midtrace.references import load_references
+    from midtrace.client import ClientError, QueryError
     from midtrace.sweep.from_traces import case_from_trace
 
     filters = parse_filters(since, until, filter_pairs)
-    if url and db:
-        if ctx.get_parameter_source("db") is ParameterSource.ENVIRONMENT:
-            db = None
-        elif ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT:
-            url = None
-        else:
-            raise click.UsageError("give --store or --url, not both")
-    if not url and not db:
-        raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
-    refs = load_references(references_path)
-    if refs.bad:
-        for message in refs.bad:
-            click.echo(f"{references_path}: {message}", err=True)
-        fail(f"{len(refs.bad)} line(s) of {references_path} cannot be used; no case was written",
-             EXIT_USAGE)
-    by_question = refs.by_question()
-    try:
-        client = open_client(url=url, token=token, fresh=True) if url else open_client(db=db)
-    except ClientError as e:
-        fail(str(e), EXIT_SOURCE)
+    by_question = load_references_or_exit(references_path, "no case was written").by_question()
+    client = open_source(ctx, db, url, token)
     written, skipped = 0, Counter[str]()
     out = output.open("w", encoding="utf-8") if output else sys.stdout
     try:

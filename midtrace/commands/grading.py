@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, StoreCommand, fail, filter_options, open_store, parse_filters,
-    store_option, token_option, url_option)
+    EXIT_SOURCE, StoreCommand, fail, filter_options, load_references_or_exit, one_source,
+    open_store, parse_filters, store_option, token_option, url_option)
 
 PAGE = 500
 
@@ -45,26 +45,9 @@ def grade(ctx: click.Context, token: str | None, url: str | None, db: Path | Non
           references_path: Path, list_unmatched: bool) -> None:
     """Grade requests against reference answers: correct by best-subspan match, decisive chunks
     by where an answer appears, constraint recall; outcomes written with grader=references."""
-    from click.core import ParameterSource
-
-    from midtrace.references import load_references
-
     filters = parse_filters(since, until, filter_pairs)
-    if url and db:
-        if ctx.get_parameter_source("db") is ParameterSource.ENVIRONMENT:
-            db = None
-        elif ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT:
-            url = None
-        else:
-            raise click.UsageError("give --store or --url, not both")
-    if not url and not db:
-        raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
-    refs = load_references(references_path)
-    if refs.bad:
-        for message in refs.bad:
-            click.echo(f"{references_path}: {message}", err=True)
-        fail(f"{len(refs.bad)} line(s) of {references_path} cannot be used; nothing was graded",
-             EXIT_USAGE)
+    url, db = one_source(ctx, url, db)
+    refs = load_references_or_exit(references_path, "nothing was graded")
     reviewer = f"references:{references_path.name}"
     if url:
         report, unchanged = _grade_through_collector(url, token, filters, refs, reviewer)

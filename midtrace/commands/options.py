@@ -254,3 +254,46 @@ dashboard_port_option = click.option(
 trace_id_option = click.option(
     "--trace-id", "trace_ids", envvar="MIDTRACE_TRACE_ID", show_envvar=True, multiple=True,
     help="A trace id (32 hex characters); repeatable.")
+
+
+def one_source(ctx: click.Context, url: str | None, db: Path | None
+               ) -> tuple[str | None, Path | None]:
+    """``--url`` or ``--store``, exactly one; a flag given on the command line wins over the
+    other's environment variable (an explicit --url over MIDTRACE_DB)."""
+    from click.core import ParameterSource
+
+    if url and db:
+        if ctx.get_parameter_source("db") is ParameterSource.ENVIRONMENT:
+            db = None
+        elif ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT:
+            url = None
+        else:
+            raise click.UsageError("give --store or --url, not both")
+    if not url and not db:
+        raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
+    return url, db
+
+
+def open_source(ctx: click.Context, db: Path | None, url: str | None, token: str | None):  # type: ignore[no-untyped-def]
+    """A client on the one source given, reading everything a collector acknowledged so far
+    (``fresh``); a source that cannot be opened exits 3."""
+    from midtrace.client import ClientError, open_client
+
+    url, db = one_source(ctx, url, db)
+    try:
+        return open_client(url=url, db=db, token=token, fresh=True)
+    except ClientError as e:
+        fail(str(e), EXIT_SOURCE)
+
+
+def load_references_or_exit(path: Path, nothing_done: str):  # type: ignore[no-untyped-def]
+    """The references file (midtrace/references.py); a bad line is reported with its number
+    and nothing is done (exit 2)."""
+    from midtrace.references import load_references
+
+    refs = load_references(path)
+    if refs.bad:
+        for message in refs.bad:
+            click.echo(f"{path}: {message}", err=True)
+        fail(f"{len(refs.bad)} line(s) of {path} cannot be used; {nothing_done}", EXIT_USAGE)
+    return refs

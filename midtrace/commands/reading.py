@@ -9,7 +9,7 @@ import click
 
 from midtrace.commands.options import (
     EXIT_POST, EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, filter_options,
-    parse_filters, store_option, token_option, url_option)
+    open_source, parse_filters, store_option, token_option, url_option)
 from midtrace.gate import Thresholds
 
 
@@ -30,27 +30,6 @@ def _group_by(value: str | None) -> tuple[str, ...]:
         return parse_group_by(value)
     except QueryError as e:
         raise click.UsageError(str(e)) from None
-
-
-def _open_source(ctx: click.Context, db: Path | None, url: str | None, token: str | None):  # type: ignore[no-untyped-def]
-    from click.core import ParameterSource
-
-    from midtrace.client import ClientError, open_client
-
-    if url and db:
-        if ctx.get_parameter_source("db") is ParameterSource.ENVIRONMENT:
-            db = None  # an explicit --url wins over MIDTRACE_DB
-        elif ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT:
-            url = None
-        else:
-            raise click.UsageError("give --store or --url, not both")
-    if not url and not db:
-        raise click.UsageError("give --store PATH (a DuckDB file) or --url URL (a running collector)")
-    try:
-        # report and gate judge everything the collector has acknowledged so far
-        return open_client(url=url, db=db, token=token, fresh=True)
-    except ClientError as e:
-        fail(str(e), EXIT_SOURCE)
 
 
 def _read(fn):  # type: ignore[no-untyped-def]
@@ -123,7 +102,7 @@ def report(ctx: click.Context, db: Path | None, url: str | None, token: str | No
 
     filters = _filters(since, until, filter_pairs)
     keys = _group_by(group_by)
-    client = _open_source(ctx, db, url, token)
+    client = open_source(ctx, db, url, token)
     try:
         built = _read(lambda: build_report(client, filters, keys, dashboard_url))
     finally:
@@ -177,7 +156,7 @@ def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None
     thresholds = Thresholds(max_buried_rate=max_buried_rate,
                             max_sensitivity_delta=max_sensitivity_delta,
                             min_accuracy=min_accuracy, min_n=min_n)
-    client = _open_source(ctx, db, url, token)
+    client = open_source(ctx, db, url, token)
     try:
         result = _read(lambda: evaluate(client, filters, thresholds))
     finally:
