@@ -14,7 +14,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # they take no environment variable, so a stray MIDTRACE_SINCE cannot silently narrow a report.
 PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter"),
             ("report", "--group-by"), ("report", "--format"), ("report", "--output"),
-            ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"),
+            ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"), ("gate", "--cases"),
             ("sweep", "--cases"), ("grade", "--since"), ("grade", "--until"),
             ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched"),
             ("cases", "--since"), ("cases", "--until"), ("cases", "--filter"),
