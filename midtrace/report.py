@@ -103,6 +103,7 @@ def build_report(client: Client, filters: Filters = Filters(),
         "generated_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "filters": filters.to_params(),
         "traffic": filters.effective_traffic(),
+        "graders": filters.grader or "all",
         "group_by": group_by,
     }
     overall = client.view("overview", filters)

@@ -150,6 +150,14 @@ def traffic_sentence(traffic: str) -> str:
             "all": "Counts all traffic, production and experiments together."}[traffic]
 
 
+def graders_sentence(graders: str) -> str:
+    """Whose grades the report counts (docs/grading.md, "Whose grades count"), said once."""
+    return {"all": "Counts every grade: a person's over the references' over the judge's.",
+            "person": "Counts a person's grades only (grader=person).",
+            "references": "Counts the reference answers' grades only (grader=references).",
+            "judge": "Counts the LLM judge's grades only (grader=judge)."}[graders]
+
+
 def where(position: dict[str, Any], k: Any = None) -> str:
     """``slot 5 of 10, middle`` for an incident's chunk (``not in the prompt`` without a slot)."""
     if position.get("slot") is None:

@@ -14,7 +14,7 @@ from midtrace import svg
 from midtrace.collector.query.reads import BANDS
 from midtrace.report_cells import (
     INCIDENT_HEADER, TITLES, WEEKLY_COLUMNS, incident_row, incidents_sentence, numeric, table,
-    traffic_sentence)
+    graders_sentence, traffic_sentence)
 from midtrace.report_markdown import method, scope, title
 
 WRONG_CLASSES = ("missing", "dropped", "buried", "unused", "unlabeled")
@@ -169,7 +169,8 @@ def render_html(report: dict[str, Any]) -> str:
         f"<title>{escape(title(report))}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(title(report))}</h1>",
         f'<p class="meta">{escape(scope(report))}</p>',
-        f'<p class="meta">{escape(traffic_sentence(report["traffic"]))}</p>',
+        f'<p class="meta">{escape(traffic_sentence(report["traffic"]))} '
+        f'{escape(graders_sentence(report.get("graders", "all")))}</p>',
     ]
     if method(report):
         parts.append(f'<p class="meta">{escape(method(report))}</p>')

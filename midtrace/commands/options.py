@@ -87,7 +87,7 @@ def filter_options(fn):  # type: ignore[no-untyped-def]
     fn = click.option("--until", default=None, help="End of the time range, exclusive.")(fn)
     fn = click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
                       help="Keep requests with KEY=VALUE; keys: since, until, service, model, "
-                      "template, strategy, experiment, context_bucket. Repeatable.")(fn)
+                      "template, strategy, experiment, context_bucket, traffic, grader. Repeatable.")(fn)
     return fn
 
 

@@ -1,9 +1,9 @@
 -- One page of requests with what reference grading reads: the question, the answer and the
 -- text of every chunk, in request_id order so pages stay put while new requests arrive
 -- (collector/query/reads.py, run_request_texts; filters as in parts/filters.sql).
-{% from "parts/filters.sql" import where %}
+{% from "parts/metric_inputs.sql" import facts %}
 WITH page AS (
-    SELECT request_id FROM request_facts{{ where(filters) }}
+    SELECT request_id FROM {{ facts(filters, grader) }}
     ORDER BY request_id
     LIMIT $limit OFFSET $offset
 )
