@@ -15,7 +15,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter"),
             ("report", "--group-by"), ("report", "--format"), ("report", "--output"),
             ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"),
-            ("sweep", "--cases"), ("grade", "--since"), ("grade", "--until"),
+            ("sweep", "--cases"), ("sweep", "--api-key-env"), ("grade", "--since"), ("grade", "--until"),
             ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched"),
             ("cases", "--since"), ("cases", "--until"), ("cases", "--filter"),
             ("cases", "--class"), ("cases", "--trace-id"), ("cases", "--references"),

@@ -286,6 +286,12 @@ def open_source(ctx: click.Context, db: Path | None, url: str | None, token: str
         fail(str(e), EXIT_SOURCE)
 
 
+api_key_env_option = click.option(
+    "--api-key-env", "api_key_env", default=None, metavar="VAR",
+    help="The environment variable holding the model endpoint's API key (sent as 'Authorization: "
+         "Bearer <key>'); the one convention of every command that calls a model.")
+
+
 def load_references_or_exit(path: Path, nothing_done: str):  # type: ignore[no-untyped-def]
     """The references file (midtrace/references.py); a bad line is reported with its number
     and nothing is done (exit 2)."""

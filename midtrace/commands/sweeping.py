@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, StoreCommand, default_of, fail, from_env, store_option, token_option, url_option)
+    EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, store_option,
+    token_option, url_option)
 from midtrace.sweep.settings import RetryPolicy, SweepSettings
 
 
@@ -27,8 +28,8 @@ def retry_default(name: str) -> Any:
               help="Cases file, JSON lines (docs/sweep.md).")
 @click.option("--endpoint", envvar="MIDTRACE_SWEEP_ENDPOINT", show_envvar=True, required=True,
               help="OpenAI-compatible API base URL; calls POST {endpoint}/chat/completions "
-                   "(e.g. http://localhost:8000/v1). API key from MIDTRACE_SWEEP_API_KEY, "
-                   "else OPENAI_API_KEY.")
+                   "(e.g. http://localhost:8000/v1). API key from --api-key-env, else "
+                   "MIDTRACE_SWEEP_API_KEY, else OPENAI_API_KEY.")
 @click.option("--model", envvar="MIDTRACE_SWEEP_MODEL", show_envvar=True, required=True,
               help="Model name sent to the endpoint and recorded on every trace.")
 @click.option("--experiment", envvar="MIDTRACE_SWEEP_EXPERIMENT", show_envvar=True,
@@ -69,18 +70,20 @@ def retry_default(name: str) -> Any:
 @click.option("--backoff", envvar="MIDTRACE_SWEEP_BACKOFF", show_envvar=True, default=retry_default("backoff"),
               type=click.FloatRange(0), help="First retry wait in seconds, doubling each retry "
                                              "(Retry-After wins when the endpoint sends it).")
+@api_key_env_option
 @click.option("--format", "output_format", envvar="MIDTRACE_SWEEP_FORMAT", show_envvar=True,
               default="text", type=click.Choice(["text", "json"]), help="Summary format on stdout.")
 def sweep(cases: Path, endpoint: str, model: str, experiment: str | None, ranks: str,
           strategies: str, absent: bool, repeats: int, concurrency: int, template: Path | None,
           url: str | None, token: str | None, db: Path | None, state_dir: Path | None,
           temperature: float, max_tokens: int, timeout: float, retries: int, backoff: float,
-          output_format: str) -> None:
+          api_key_env: str | None, output_format: str) -> None:
     """Measure a model's accuracy by evidence position on your own cases."""
     import json
     import os
 
     from midtrace.sweep import summary as summaries
+    from midtrace.llm import ApiKeyError
     from midtrace.sweep.client import api_key_from_env
     from midtrace.sweep.conditions import ConditionError, parse_ranks, parse_strategies
     from midtrace.sweep.prompt import Template, TemplateError
@@ -91,12 +94,16 @@ def sweep(cases: Path, endpoint: str, model: str, experiment: str | None, ranks:
     if (url is None) == (db is None):
         fail("give exactly one of --url (a running collector) or --store (a DuckDB file)", EXIT_USAGE)
     try:
+        key = api_key_from_env(os.environ, api_key_env)
+    except ApiKeyError as e:
+        fail(str(e), EXIT_USAGE)
+    try:
         settings = SweepSettings(
             cases=cases, endpoint=endpoint, model=model, experiment=experiment,
             ranks=parse_ranks(ranks), strategies=parse_strategies(strategies), absent=absent,
             repeats=repeats, concurrency=concurrency,
             template=Template.load(template) if template else None, url=url, token=token,
-            db=db, state_dir=state_dir, api_key=api_key_from_env(os.environ), timeout=timeout,
+            db=db, state_dir=state_dir, api_key=key, timeout=timeout,
             retry=RetryPolicy(retries=retries, backoff=backoff), temperature=temperature,
             max_tokens=max_tokens)
     except (ConditionError, TemplateError) as e:
