@@ -17,6 +17,7 @@ PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter")
             ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"),
             ("sweep", "--cases"), ("sweep", "--api-key-env"), ("grade", "--since"), ("grade", "--until"),
             ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched"),
+            ("grade", "--api-key-env"), ("grade", "--budget-usd"), ("grade", "--follow"),
             ("cases", "--since"), ("cases", "--until"), ("cases", "--filter"),
             ("cases", "--class"), ("cases", "--trace-id"), ("cases", "--references"),
             ("cases", "--output")}
