@@ -64,6 +64,10 @@ SECTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "unsupported_confidence": ("unsupported_confidence", (
         "graded", "graded_with_evidence_and_confidence", "unsupported", "unsupported_buried",
         "unsupported_rate")),
+    "judge_agreement": ("judge_agreement", (
+        "n", "both_correct", "person_only_correct", "judge_only_correct", "both_wrong", "agree",
+        "agreement", "agreement_ci_low", "agreement_ci_high", "kappa", "kappa_ci_low",
+        "kappa_ci_high")),
     "retrieval": ("retrieval_quality", (
         "requests", "retrieval_hit_rate", "retrieval_mrr", "retrieval_ndcg", "prompt_hit_rate",
         "prompt_mrr", "prompt_ndcg")),

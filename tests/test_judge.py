@@ -450,3 +450,67 @@ def test_usage_errors(collected: tuple[Proc, list[str], Path], llm: FakeLLM, pri
                 *judge_args(llm, tmp_path, prices))
     assert key.returncode == 2 and "MIDTRACE_TEST_UNSET_KEY is unset" in key.stderr
     assert llm.attempts == 0
+
+
+# --- judge calibration -----------------------------------------------------------------------
+
+# (person, judge) verdicts planted on the N requests: 4 both correct, 2 only the person says
+# correct, 1 only the judge, 2 both wrong; the last request has a person's grade only
+PLANTED = [(True, True)] * 4 + [(True, False)] * 2 + [(False, True)] + [(False, False)] * 2 + [(True, None)]
+
+
+def test_agreement_and_kappa_on_a_planted_set(collected: tuple[Proc, list[str], Path],
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from midtrace.collector.receive.bodies import outcome_from_json
+    from midtrace.collector.storage.store import Store, WriteJob
+
+    db = store_copy(collected[2], tmp_path)
+    ids = sorted_ids(db)
+    items = []
+    for t, (person, judge) in zip(ids, PLANTED, strict=True):
+        items.append({"trace_id": t, "correct": person, "reviewer": "kim"})
+        if judge is not None:
+            items.append({"trace_id": t, "grader": "judge", "correct": judge,
+                          "reviewer": f"judge:{MODEL}", "time": "2030-01-01T00:00:00Z"})
+    store = Store.open(db)
+    try:
+        store.write([WriteJob(outcomes=[outcome_from_json(i) for i in items])])
+    finally:
+        store.close()
+    # by hand: n = 9, p_o = 6/9, p_e = (6*5 + 3*4) / 81, kappa = (p_o - p_e) / (1 - p_e)
+    n, p_o, p_e = 9, 6 / 9, (6 * 5 + 3 * 4) / 81
+    kappa = (p_o - p_e) / (1 - p_e)
+    half = 1.959964 * (p_o * (1 - p_o) / n) ** 0.5 / (1 - p_e)
+    with open_client(db=db) as client:
+        for grader in (None, "judge", "person"):  # the same under every grader= filter
+            row = client.view("judge_agreement", Filters(grader=grader)).iloc[0]
+            assert (int(row.n), int(row.both_correct), int(row.person_only_correct),
+                    int(row.judge_only_correct), int(row.both_wrong), int(row.agree)) == (9, 4, 2, 1, 2, 6)
+            assert row.agreement == pytest.approx(p_o)
+            assert row.kappa == pytest.approx(kappa)
+            assert (row.kappa_ci_low, row.kappa_ci_high) == (
+                pytest.approx(max(-1, kappa - half)), pytest.approx(min(1, kappa + half)))
+            assert row.agreement_ci_low < p_o < row.agreement_ci_high
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIDTRACE_")}
+    report = subprocess.run([*MIDTRACE, "report", "--store", str(db), "--format", "json"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert report.returncode == 0, report.stderr
+    (section,) = json.loads(report.stdout)["judge_agreement"]
+    assert section["n"] == 9 and section["kappa"] == pytest.approx(kappa)
+    md = subprocess.run([*MIDTRACE, "report", "--store", str(db), "--format", "md"],
+                        capture_output=True, text=True, timeout=120, env=env)
+    assert ("Judge calibration: on the 9 requests both a person and the LLM judge graded, they "
+            "agree on 66.7% (95% CI") in md.stdout
+    assert f"Cohen's kappa {kappa:.2f} (" in md.stdout
+    # the Overview says it too
+    from streamlit.testing.v1 import AppTest
+
+    from midtrace import supervise as launch
+
+    for key in (launch.ENV_URL, launch.ENV_TOKEN, launch.ENV_REQUIRE_TOKEN):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv(launch.ENV_DB, str(db))
+    at = AppTest.from_file(str(launch.app_path()), default_timeout=120)
+    at.run()
+    assert not at.exception
+    assert any("Judge calibration: on the 9 requests" in i.value for i in at.info)
