@@ -260,7 +260,8 @@ def test_429_then_success(collected: tuple[Proc, list[str], Path], prices: Path,
 
 
 def test_a_malformed_or_refused_answer_is_retried_then_recorded_as_a_judge_error(
-        collected: tuple[Proc, list[str], Path], prices: Path, tmp_path: Path) -> None:
+        collected: tuple[Proc, list[str], Path], prices: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # the first request: three malformed answers (1 + 2 retries): a judge error; the second:
     # one malformed then a good one; the third: a refusal then a good one
     llm = FakeLLM(responder=judge_rule, usage_ratio=0.25,
@@ -283,6 +284,24 @@ def test_a_malformed_or_refused_answer_is_retried_then_recorded_as_a_judge_error
             assert int(client.view("overview", Filters(grader="judge")).iloc[0].graded) == N - 1
     finally:
         llm.close()
+    # the inspector lists the judge error among the request's grades, as text
+    from streamlit.testing.v1 import AppTest
+
+    from midtrace import supervise as launch
+
+    for key in (launch.ENV_URL, launch.ENV_TOKEN, launch.ENV_REQUIRE_TOKEN):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv(launch.ENV_DB, str(db))
+    at = AppTest.from_file(str(launch.app_path()), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/inspector.py")
+    at.run()
+    at.text_input(key="trace_id").input(first).run()
+    assert not at.exception
+    assert any(t.value == "Not graded yet." for t in at.text)
+    grades = next(d.value for d in at.dataframe if "grader" in d.value.columns)
+    assert list(grades["grader"]) == ["judge"]
+    assert grades["note"].iloc[0].startswith("judge-v1: judge error: malformed answer")
     refusing = FakeLLM(responder=judge_rule, refusals=["I cannot help with that."] * 3)
     try:
         db = store_copy(collected[2], tmp_path / "r")
