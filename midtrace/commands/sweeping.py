@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, StoreCommand, default_of, fail, from_env, store_option, token_option, url_option)
+    EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, store_option,
+    token_option, url_option)
 from midtrace.sweep.settings import RetryPolicy, SweepSettings
 
 
@@ -32,7 +33,8 @@ def sweep_run_options(required: bool = True):  # type: ignore[no-untyped-def]
                          required=required,
                          help="OpenAI-compatible API base URL; calls POST "
                               "{endpoint}/chat/completions (e.g. http://localhost:8000/v1). API "
-                              "key from MIDTRACE_SWEEP_API_KEY, else OPENAI_API_KEY."),
+                              "key from --api-key-env, else MIDTRACE_SWEEP_API_KEY, else "
+                              "OPENAI_API_KEY."),
             click.option("--model", envvar="MIDTRACE_SWEEP_MODEL", show_envvar=True,
                          required=required,
                          help="Model name sent to the endpoint and recorded on every trace."),
@@ -76,6 +78,7 @@ def sweep_run_options(required: bool = True):  # type: ignore[no-untyped-def]
                          default=retry_default("backoff"), type=click.FloatRange(0),
                          help="First retry wait in seconds, doubling each retry (Retry-After "
                               "wins when the endpoint sends it)."),
+            api_key_env_option,
         ]):
             fn = option(fn)
         return fn
@@ -102,6 +105,7 @@ class SweepRun:
     timeout: float
     retries: int
     backoff: float
+    api_key_env: str | None = None
 
 
 def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | None) -> Any:
@@ -109,11 +113,16 @@ def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | No
     exit 2 and a sweep that cannot run exits 1."""
     import os
 
+    from midtrace.llm import ApiKeyError
     from midtrace.sweep.client import api_key_from_env
     from midtrace.sweep.conditions import ConditionError, parse_ranks, parse_strategies
     from midtrace.sweep.prompt import Template, TemplateError
     from midtrace.sweep.runner import Sweep, SweepError
 
+    try:
+        key = api_key_from_env(os.environ, asked.api_key_env)
+    except ApiKeyError as e:
+        fail(str(e), EXIT_USAGE)
     try:
         settings = SweepSettings(
             cases=asked.cases, endpoint=asked.endpoint, model=asked.model,
@@ -122,7 +131,7 @@ def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | No
             repeats=asked.repeats, concurrency=asked.concurrency,
             template=Template.load(asked.template) if asked.template else None, url=url,
             token=token, db=db, state_dir=asked.state_dir,
-            api_key=api_key_from_env(os.environ), timeout=asked.timeout,
+            api_key=key, timeout=asked.timeout,
             retry=RetryPolicy(retries=asked.retries, backoff=asked.backoff),
             temperature=asked.temperature, max_tokens=asked.max_tokens)
     except (ConditionError, TemplateError) as e:
