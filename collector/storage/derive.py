@@ -5,8 +5,8 @@ the intake log's raw exports, normalizing each trace, building the Arrow rows of
 and encoding its spans for the ``spans`` table. The writer runs it in worker processes
 (``DerivePool``), as many as the machine has cores to spare, and applies the results in
 acknowledgement order on its own connection (Store.apply). A trace that may already have
-stored spans (split across exports, or sent again) is not trusted to a worker: the writer
-derives it again from all of its stored spans, as before, and drops the worker's rows for it.
+stored spans (split across exports, or sent again) is stored and derived again by the writer
+from all of its spans, as before.
 
 Request and outcome ids in a ``Prepared`` are local (0, 1, ...): only the writer knows the
 next free id, and it renumbers them when it applies the rows.
@@ -45,7 +45,6 @@ class Prepared:
     received_at: datetime
     spans: int = 0
     trace_ids: list[str] = field(default_factory=list)
-    trace_exports: dict[str, list[int]] = field(default_factory=dict)  # trace -> export indices
     span_rows: pa.Table | None = None
     texts: dict[str, str] = field(default_factory=dict)  # hash -> text the span rows reference
     tables: dict[str, pa.Table] = field(default_factory=dict)  # Rows.tables(), local ids
@@ -102,19 +101,11 @@ def prepare(spans: Sequence[SpanRecord], keep_text: bool,
 
 
 def prepare_exports(exports: Sequence[RawExport], keep_text: bool) -> Prepared:
-    """``prepare`` for intake log entries: what a worker process runs. Also says which
-    exports hold each trace (Store.apply reads a split trace's spans from them)."""
+    """``prepare`` for intake log entries: what a worker process runs."""
     spans: list[SpanRecord] = []
-    where: dict[str, list[int]] = {}
-    for i, export in enumerate(exports):
-        for s in spans_of_raw(export):
-            spans.append(s)
-            found = where.setdefault(s.trace_id, [])
-            if not found or found[-1] != i:
-                found.append(i)
-    prepared = prepare(spans, keep_text)
-    prepared.trace_exports = where
-    return prepared
+    for export in exports:
+        spans.extend(spans_of_raw(export))
+    return prepare(spans, keep_text)
 
 
 def _warm() -> None:

@@ -225,6 +225,12 @@ def resolve(value: Any, texts: Mapping[str, str]) -> Any:
     return value
 
 
+# the columns of a stored span as spans_of_traces.sql reads them, in span_from_row's order
+STORED_SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns",
+                       "end_ns", "service", "scope", "status_code", "dropped_attributes_count",
+                       "attributes", "resource", "text_refs")
+
+
 def span_from_row(row: Sequence[Any], texts: Mapping[str, str]) -> SpanRecord:
     """A stored span (columns as in spans_of_traces.sql) as a SpanRecord, texts restored."""
     (trace_id, span_id, parent, name, kind, start_ns, end_ns, _service, scope, status,

@@ -28,12 +28,12 @@ from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.storage.database import (
     RESTORE, StoreError, connect, describe, first_line, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
-from midtrace.collector.storage.derive import Prepared, spans_of_raw
+from midtrace.collector.storage.derive import Prepared
 from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.known import KnownTraces
 from midtrace.collector.storage.layout import check_layout, older_evidence
 from midtrace.collector.storage.rows import Rows, graded_fields
-from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
+from midtrace.collector.storage.spanstore import STORED_SPAN_COLUMNS, SpanEncoder, span_from_row
 from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.sql import sqlfiles
@@ -319,9 +319,10 @@ class Store:
         derive.py) in one transaction, and take the exports out of the intake log.
 
         A trace that may have stored spans already (split across exports, or sent again) is
-        not taken from the worker: its spans are read from the raw exports here and stored
-        and derived as ``write`` does, with all of the trace's spans. Request and outcome
-        ids are given here, in order."""
+        not taken from the worker as it is: its new spans are read back from the worker's
+        rows and stored and derived as ``write`` does, with all of the trace's spans (so a
+        prompt is kept as a skeleton of the texts stored before it). Request and outcome ids
+        are given here, in order."""
         with self.lock:
             return self._apply(prepared, jobs)
 
@@ -335,19 +336,15 @@ class Store:
         tables = dict(prepared.tables)
         span_rows = prepared.span_rows
         split: dict[tuple[str, str], SpanRecord] = {}
-        if stored:
-            for i in sorted({i for t in stored for i in prepared.trace_exports.get(t, ())}):
-                raw = jobs[i].raw
-                assert raw is not None
-                for s in spans_of_raw(raw):
-                    if s.trace_id in stored:
-                        split.setdefault((s.trace_id, s.span_id), s)
-            if span_rows is not None:
-                keep = [t not in stored for t in span_rows.column("trace_id").to_pylist()]
-                span_rows = span_rows.filter(pa.array(keep, pa.bool_()))
-                # only the texts the kept rows reference: the others come with the split spans
-                referenced = set(pc.list_flatten(span_rows.column("text_refs")).to_pylist())
-                texts = {h: t for h, t in texts.items() if h in referenced}
+        if stored and span_rows is not None:
+            in_stored = pc.is_in(span_rows.column("trace_id"), pa.array(sorted(stored)))
+            for row in span_rows.filter(in_stored).select(list(STORED_SPAN_COLUMNS)).to_pylist():
+                span = span_from_row([row[c] for c in STORED_SPAN_COLUMNS], prepared.texts)
+                split.setdefault((span.trace_id, span.span_id), span)
+            span_rows = span_rows.filter(pc.invert(in_stored))
+            # only the texts the rows kept refer to: the split spans are encoded again below
+            referenced = set(pc.list_flatten(span_rows.column("text_refs")).to_pylist())
+            texts = {h: t for h, t in texts.items() if h in referenced}
         split_texts: dict[str, str] = {}
         with transaction(conn):
             if span_rows is not None and span_rows.num_rows:
