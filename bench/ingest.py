@@ -290,6 +290,15 @@ def cpu_seconds(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def peak_rss_mb_of(pid: int) -> float:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return float("nan")
+    return next((int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:")),
+                float("nan"))
+
+
 def peak_rss_mb(pid: int) -> float:
     """Peak resident memory summed over the process and its children."""
     total = 0
@@ -361,6 +370,8 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     outcome = results.get()
     sender.join()
     rss = peak_rss_mb(collector.pid)
+    print(f"[{run}] peak RSS MB per process: " + ", ".join(
+        f"{p}: {peak_rss_mb_of(p):.0f}" for p in process_tree(collector.pid)), file=sys.stderr)
     collector_cpu = cpu_seconds(collector.pid) - collector_cpu_at_start
     collector.terminate()
     collector.wait(60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from midtrace.collector.intake import otlp
@@ -69,3 +70,26 @@ def test_a_failed_write_is_answered_in_json_not_plain_text(tmp_path: Path) -> No
     assert answer.status_code == 500
     assert "disk on fire" in answer.json()["error"]
     writer.close(timeout=5)
+
+
+def test_a_backlog_of_large_exports_is_refused_by_its_bytes(tmp_path: Path) -> None:
+    from midtrace.collector.storage.appender import Appender, Freshness
+    from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+    from midtrace.collector.storage.writer import QueueFull
+
+    store = Store.open(tmp_path / "bytes.duckdb")
+    writer = Writer(store, max_backlog_bytes=1000)  # not started yet: nothing is derived
+    appender = Appender(IntakeLog(store.conn), writer, Freshness()).start()
+    body = otlp.encode_sdk_spans(batch_of_spans(3, "big")).SerializeToString()
+    assert len(body) > 1000
+    appender.submit(RawExport(body, "application/x-protobuf"), [], 3).result(10)
+    assert writer.backlog_bytes == len(body)
+    with pytest.raises(QueueFull, match="MB of exports"):
+        appender.submit(RawExport(body, "application/x-protobuf"), [], 3)
+    writer.start()
+    writer.flush(30)
+    assert writer.backlog_bytes == 0
+    appender.submit(RawExport(body, "application/x-protobuf"), [], 3).result(10)  # room again
+    appender.close()
+    writer.close()
+    assert rows(tmp_path / "bytes.duckdb", "SELECT count(*) FROM requests") == [(3,)]

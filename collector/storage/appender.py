@@ -133,6 +133,9 @@ class Appender:
             raise StoreUnavailable(f"{self.unwritable}; retry shortly")
         if self.writer.depth >= self.writer.capacity:
             raise QueueFull(f"derivation is behind by {self.writer.depth} exports; retry shortly")
+        if self.writer.backlog_bytes >= self.writer.max_backlog_bytes:
+            raise QueueFull(f"derivation is behind by {self.writer.backlog_bytes >> 20} MB of "
+                            "exports; retry shortly")
         fut: Future[int] = Future()
         try:
             self._queue.put_nowait(_Item(export, spans, count, fut))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-MAX_TEXT_CHARS = 8_192
-BUDGET_CHARS = 16_000_000  # per memo; cleared when full (about 16-64 MB of text)
+MAX_TEXT_CHARS = 2_048  # a chunk; a prompt (unique to its request) is longer
+BUDGET_CHARS = 8_000_000  # per memo; cleared when full (about 8-32 MB of text)
 
 
 class TextHashes:

@@ -59,6 +59,8 @@ STORAGE_RETRY_SECONDS = 0.5
 POOL_BATCH_SPANS = 4_000  # spans per worker task: small enough to keep the workers and the
 # apply thread busy at once, large enough to share one commit among many exports
 
+MAX_BACKLOG_BYTES = 96 * 1024 * 1024  # raw exports waiting to be derived, at most: what
+# bounds the collector's memory when exports are large (a batch of long prompts is megabytes)
 MAX_POOL_RESTARTS = 3  # worker pools started again after one died, before giving up on them
 
 Batch = list[tuple[WriteJob, "Future[WriteStats]"]]
@@ -81,9 +83,13 @@ class Writer:
     def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000,
                  on_derived: Callable[[int], None] | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 pool: DerivePool | None = None) -> None:
+                 pool: DerivePool | None = None,
+                 max_backlog_bytes: int = MAX_BACKLOG_BYTES) -> None:
         self.store = store
         self.pool = pool
+        self.max_backlog_bytes = max_backlog_bytes
+        self._backlog_bytes = 0
+        self._backlog_lock = threading.Lock()
         self.pool_restarts = 0
         self.on_derived = on_derived
         self.on_fatal = on_fatal  # DuckDB invalidated the database: someone must reopen it
@@ -115,6 +121,16 @@ class Writer:
     def capacity(self) -> int:
         return self._queue.maxsize
 
+    @property
+    def backlog_bytes(self) -> int:
+        """Bytes of the raw exports waiting to be derived (submitted, not yet committed)."""
+        return self._backlog_bytes
+
+    def _held(self, job: WriteJob, sign: int) -> None:
+        if job.raw is not None:
+            with self._backlog_lock:
+                self._backlog_bytes += sign * len(job.raw.body)
+
     def submit(self, job: WriteJob) -> Future[WriteStats]:
         if self._closed:
             raise RuntimeError("writer is closed")
@@ -123,6 +139,7 @@ class Writer:
             self._queue.put_nowait((job, fut))
         except queue.Full:
             raise QueueFull(f"writer queue is full ({self._queue.maxsize} batches)") from None
+        self._held(job, +1)
         return fut
 
     def flush(self, timeout: float | None = None) -> None:
@@ -132,6 +149,7 @@ class Writer:
     def submit_blocking(self, job: WriteJob) -> Future[WriteStats]:
         fut: Future[WriteStats] = Future()
         self._queue.put((job, fut))
+        self._held(job, +1)
         return fut
 
     def close(self, timeout: float = 30.0) -> None:
@@ -219,6 +237,8 @@ class Writer:
             batch, prepared = item  # type: ignore[misc]
             if prepared is None or not self._commit_prepared(batch, prepared):
                 self._commit(_decoded(batch))
+            for job, _ in batch:
+                self._held(job, -1)
             export_ids = [job.export_id for job, _ in batch if job.export_id is not None]
             if export_ids and self.on_derived is not None:
                 self.on_derived(max(export_ids))
