@@ -10,7 +10,8 @@ Read (spec: github.com/Arize-ai/openinference, spec/semantic_conventions.md):
   ``reranker.output_documents.<i>.document.*``, ``reranker.query``.
 - LLM spans: the prompt from ``llm.input_messages.<i>.message.content`` (or
   ``message.contents.<j>.message_content.text``), else ``llm.prompts`` (completion APIs),
-  else ``input.value``; the answer from ``llm.output_messages``, ``llm.choices`` or
+  else the span's ``llm.prompt_template.template`` filled with its
+  ``llm.prompt_template.variables`` (LlamaIndex's predict span), else ``input.value``; the answer from ``llm.output_messages``, ``llm.choices`` or
   ``output.value``; ``llm.model_name``, ``llm.token_count.prompt``, ``llm.cost.total``.
 - Any span: ``llm.prompt_template.template|version`` and ``prompt.id`` (LangChain records
   the template on its PROMPT span), and the root chain's ``input.value`` as the question.
@@ -21,6 +22,7 @@ attributes first once a span passes 128) is recognised by its attribute names in
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -63,6 +65,7 @@ LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 LLM_COST_TOTAL = "llm.cost.total"
 PROMPT_TEMPLATE = "llm.prompt_template.template"
 PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
+PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
 PROMPT_ID = "prompt.id"
 
 # What this normalizer reads, for docs/zero-code.md (a test checks each one is documented).
@@ -77,7 +80,7 @@ ATTRIBUTES_READ: tuple[str, ...] = (
     f"{LLM_OUTPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}", f"{LLM_PROMPTS}.<i>.{PROMPT_TEXT}",
     f"{LLM_CHOICES}.<i>.{COMPLETION_TEXT}", LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME,
     LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_COST_TOTAL, PROMPT_TEMPLATE,
-    PROMPT_TEMPLATE_VERSION, PROMPT_ID,
+    PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID,
 )
 
 TEMPLATE_ID_CHARS = len("sha256:") + 16  # an inferred template id: its content hash, cut short
@@ -178,6 +181,38 @@ def _serialized_message(m: Any) -> tuple[str | None, str | None]:
     return (role if isinstance(role, str) else None), _parts_text(body.get("content"))
 
 
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# ``{{ name }}``, ``{{ d.content | trim }}``, ``{% for ... %}``: Jinja (Haystack's builders)
+_JINJA = re.compile(r"\{%|\{\{\s*[A-Za-z_][\w.]*\s*(?:\|[^{}]*)?\}\}")
+
+
+def rendered_template(attrs: Mapping[str, Any]) -> str | None:
+    """The prompt a Python format-style template (``{name}``) gives with the span's variables.
+
+    None when the span has no template or variables, or the template names a variable it
+    was not given; a Jinja template (``{{ name }}``, ``{% ... %}``) is not rendered.
+    """
+    template = string(attrs, PROMPT_TEMPLATE)
+    variables = json_value(attrs.get(PROMPT_TEMPLATE_VARIABLES))
+    if (template is None or not isinstance(variables, Mapping) or not variables
+            or _JINJA.search(template)):
+        return None
+    missing = False
+
+    def fill(match: re.Match[str]) -> str:
+        nonlocal missing
+        if match[1] is None:
+            return match[0][0]
+        value = variables.get(match[1])
+        if value is None:
+            missing = True
+            return match[0]
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    text = _PLACEHOLDER.sub(fill, template)
+    return None if missing else text
+
+
 def _prompt_from_input(attrs: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     raw = string(attrs, INPUT_VALUE)
     if raw is None:
@@ -234,6 +269,9 @@ def llm_call(span: SpanRecord) -> LlmCall:
     if not conversation:
         conversation = [("user", p) for p in _listed_texts(attrs, LLM_PROMPTS, PROMPT_TEXT)]
     if not conversation:
+        rendered = rendered_template(attrs)
+        conversation = [("user", rendered)] if rendered is not None else []
+    if not conversation:
         conversation = _prompt_from_input(attrs)
     prompt = join_texts("\n\n", [text for _, text in conversation]) if conversation else None
     user = [text for role, text in conversation if role in ("user", "human")]
@@ -282,6 +320,10 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     wrapping: dict[str, list[SpanRecord]] = {}
     retriever_ids = {s.span_id for s in retrievers}
     for s in retrievers:
+        # LlamaIndex traces a retriever's retrieve() and the _retrieve() inside it, and only
+        # the outer span lists the documents: an inner span without documents is no stage.
+        if not documents(s.attributes, RETRIEVAL_DOCUMENTS):
+            continue
         for a in _ancestors(s, by_id):
             if a.span_id in retriever_ids:
                 wrapping.setdefault(a.span_id, []).append(s)
@@ -350,11 +392,15 @@ def normalize_openinference(spans: Sequence[SpanRecord],
         warnings.append(f"{len(retrievals)} retriever spans; each chunk's retrieval rank is "
                         "from the first retriever that returned it")
     template_id, template_version = _template(spans)
+    calls = [llm_call(s) for s, k in ordered if k == "LLM"]
+    # An LLM span around another that has the prompt is the same call seen twice
+    # (LlamaIndex's predict() around complete() or chat()): the inner span is read.
+    wrappers = {a.span_id for c in calls if c.prompt for a in _ancestors(c.span, by_id)}
     observation = Observation(
         convention="openinference",
         retrievals=tuple(retrievals),
         reranks=tuple(reranks),
-        calls=tuple(llm_call(s) for s, k in ordered if k == "LLM"),
+        calls=tuple(c for c in calls if c.span.span_id not in wrappers),
         question=_root_question(ordered, by_id),
         template_id=template_id,
         template_version=template_version,
