@@ -19,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MARKER = "KEYFACT"
 DOC = re.compile(r"^Document \[(\d+)\](?:\(Title: [^)]*\))? (.*)$", re.MULTILINE)
+# LlamaIndex's CitationQueryEngine numbers its sources "Source 1:" on a line of their own
+SOURCE = re.compile(r"^Source (\d+):\n(.*)$", re.MULTILINE)
 FACT = re.compile(r"ANSWER: ([^.]+)")
 
 Rule = Callable[[int, int], bool]  # (slot, k) -> does the model read that slot?
@@ -33,7 +35,7 @@ def first_and_last(slot: int, k: int) -> bool:
 
 
 def answer_for(prompt: str, sees: Rule) -> str:
-    docs = [(int(i), text) for i, text in DOC.findall(prompt)]
+    docs = [(int(i), text) for i, text in DOC.findall(prompt) or SOURCE.findall(prompt)]
     k = len(docs)
     facts = [f"{FACT.search(text)[1]} [{i}]" for i, text in docs  # type: ignore[index]
              if MARKER in text and sees(i, k)]
@@ -86,7 +88,7 @@ class FakeLLM:
             self.attempts += 1
             self.auth.append(headers.get("Authorization"))  # type: ignore[attr-defined]
             status = self.statuses.pop(0) if self.statuses else 200
-        if path != "/v1/chat/completions":
+        if path not in ("/v1/chat/completions", "/v1/completions"):
             return 404, {"error": {"message": f"no route {path}"}}, {}
         if status == 429:
             return 429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"}
@@ -95,14 +97,18 @@ class FakeLLM:
         if self.delay:
             time.sleep(self.delay)
         request = json.loads(body)
-        prompt = request["messages"][-1]["content"]
+        chat = path == "/v1/chat/completions"
+        prompt = _text(request["messages"][-1]["content"]) if chat else request["prompt"]
         with self._lock:
             self.prompts.append(prompt)
+        answer = answer_for(prompt, self.rule)
         payload: dict = {"id": "chatcmpl-test", "object": "chat.completion",
                          "model": request["model"],
                          "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant",
-                                                  "content": answer_for(prompt, self.rule)}}]}
+                                      "message": {"role": "assistant", "content": answer}}]}
+        if not chat:  # the completions API: the prompt is one string, the answer a text
+            payload.update(id="cmpl-test", object="text_completion", created=0, choices=[
+                {"index": 0, "finish_reason": "stop", "text": answer, "logprobs": None}])
         if self.usage_ratio is not None:
             payload["usage"] = {"prompt_tokens": int(len(prompt) * self.usage_ratio),
                                 "completion_tokens": 7}
@@ -111,3 +117,10 @@ class FakeLLM:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _text(content: str | list[dict]) -> str:
+    """A chat message's text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
