@@ -246,6 +246,8 @@ def _answer(attrs: Mapping[str, Any]) -> str | None:
     data = json_value(raw) if raw is not None and raw.lstrip()[:1] in ("{", "[") else None
     if not isinstance(data, Mapping):
         return raw
+    if isinstance(data.get("text"), str):  # LlamaIndex's CompletionResponse
+        return str(data["text"])
     generations = data.get("generations")
     if isinstance(generations, list) and generations and isinstance(generations[0], list):
         first = generations[0][0] if generations[0] else None
@@ -371,6 +373,26 @@ def _template(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
     return template_id, string(last, PROMPT_TEMPLATE_VERSION)
 
 
+def _wrappers(calls: Sequence[LlmCall], by_id: Mapping[str, SpanRecord]) -> set[str]:
+    """LLM spans that only wrap another LLM span of the same call.
+
+    LlamaIndex traces ``predict()`` and the ``complete()`` or ``chat()`` inside it: the
+    inner span, which has the reported token counts, is read. The outer one stays when its
+    prompt differs (the inner one's was hidden, say, and the outer one has the template's
+    variables).
+    """
+    by_span = {c.span.span_id: c for c in calls}
+    out = set()
+    for call in calls:
+        if not call.prompt:
+            continue
+        for a in _ancestors(call.span, by_id):
+            outer = by_span.get(a.span_id)
+            if outer is not None and (not outer.prompt or outer.prompt == call.prompt):
+                out.add(a.span_id)
+    return out
+
+
 def normalize_openinference(spans: Sequence[SpanRecord],
                             pattern: re.Pattern[str] | None = None) -> RagRequest | None:
     """The RAG request an OpenInference-instrumented trace describes, or None.
@@ -393,14 +415,12 @@ def normalize_openinference(spans: Sequence[SpanRecord],
                         "from the first retriever that returned it")
     template_id, template_version = _template(spans)
     calls = [llm_call(s) for s, k in ordered if k == "LLM"]
-    # An LLM span around another that has the prompt is the same call seen twice
-    # (LlamaIndex's predict() around complete() or chat()): the inner span is read.
-    wrappers = {a.span_id for c in calls if c.prompt for a in _ancestors(c.span, by_id)}
+    observation_calls = tuple(c for c in calls if c.span.span_id not in _wrappers(calls, by_id))
     observation = Observation(
         convention="openinference",
         retrievals=tuple(retrievals),
         reranks=tuple(reranks),
-        calls=tuple(c for c in calls if c.span.span_id not in wrappers),
+        calls=observation_calls,
         question=_root_question(ordered, by_id),
         template_id=template_id,
         template_version=template_version,

@@ -1,0 +1,175 @@
+"""LlamaIndex and Haystack RAG pipelines, traced by their stock OpenInference
+instrumentations, answered by a local stand-in LLM endpoint, exported by the real OTLP/HTTP
+exporter to a real collector process: the stored request has the prompt order, slots,
+dropped chunks and citations the pipeline really built.
+
+What the pipeline built is read from the prompt the stand-in received and the answer it
+gave; the expected order is also computed without the framework (LongContextReorder's and
+LostInTheMiddleRanker's documented rules), so a change in either shows up here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from openinference.instrumentation import TraceConfig
+from openinference.instrumentation.haystack import HaystackInstrumentor
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from midtrace.client import open_client
+from midtrace.sample_traces import haystack_rag_app, llamaindex_rag_app
+from midtrace.sample_traces.policy_corpus import QUESTIONS, SOURCE, TEXT, keyword_scores
+from tests.fake_llm import FakeLLM
+from tests.procs import Proc
+from tests.zero_code import provider_with
+
+RATIO = 0.3  # the stand-in reports prompt tokens = characters * RATIO (not the 4-a-token guess)
+CITE = re.compile(r"\[(\d+)\]")
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    fake = FakeLLM(usage_ratio=RATIO)
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def traced(collector: Proc, instrumentor: Any, run: Any, **config: Any) -> str:
+    """Run ``run()`` instrumented, exporting span by span to the collector; the trace id."""
+    seen = InMemorySpanExporter()
+    provider = provider_with(OTLPSpanExporter(endpoint=collector.url + "/v1/traces",
+                                              timeout=10), service="policy-bot")
+    provider.add_span_processor(SimpleSpanProcessor(seen))
+    instrumentor.instrument(tracer_provider=provider, **config)
+    try:
+        run()
+    finally:
+        instrumentor.uninstrument()
+    provider.shutdown()
+    (trace_id,) = {format(s.context.trace_id, "032x") for s in seen.get_finished_spans()}
+    return trace_id
+
+
+def stored(collector: Proc, trace_id: str) -> dict[str, Any]:
+    client = open_client(url=collector.url, fresh=True)
+    try:
+        trace = client.trace(trace_id)
+    finally:
+        client.close()
+    assert trace is not None, "no request for the trace"
+    return trace
+
+
+def check(trace: dict[str, Any], prompt: str, answer: str, question: str,
+          retrieved: list[str], in_prompt: list[str], model: str,
+          prompt_tokens: int) -> dict[str, Any]:
+    """The stored request against the prompt and answer the pipeline really produced.
+
+    ``prompt`` is the prompt as midtrace reads it: each message's text, a blank line
+    between. ``prompt_tokens``: what the stored request should say.
+    """
+    request = trace["request"]
+    assert (request["convention"], request["model"], request["service"]) == (
+        "openinference", model, "policy-bot")
+    assert request["question"] == question and request["answer"] == answer
+    assert request["prompt_chars"] == len(prompt)
+    assert request["prompt_tokens"] == prompt_tokens
+    # the order the documents really have in the prompt the stand-in received
+    assert sorted(in_prompt, key=lambda pid: prompt.index(TEXT[pid])) == in_prompt
+    placements = sorted(trace["placements"], key=lambda p: p["prompt_index"])
+    assert [p["chunk_id"] for p in placements] == in_prompt
+    assert [p["slot"] for p in placements] == list(range(1, len(in_prompt) + 1))
+    assert [(p["char_start"], p["char_end"]) for p in placements] == [
+        (prompt.index(TEXT[pid]), prompt.index(TEXT[pid]) + len(TEXT[pid])) for pid in in_prompt]
+    chunks = {c["chunk_id"]: c for c in trace["chunks"]}
+    assert sorted(chunks, key=lambda pid: chunks[pid]["retrieval_rank"]) == retrieved
+    assert {pid: c["stage"] for pid, c in chunks.items()} == {
+        pid: "in_prompt" if pid in in_prompt else "dropped" for pid in retrieved}
+    assert {pid: c["source_id"] for pid, c in chunks.items()} == {
+        pid: SOURCE[pid] for pid in retrieved}
+    cited = [in_prompt[int(n) - 1] for n in CITE.findall(answer)]
+    assert cited, answer  # every question here is answered with a citation
+    assert request["cited_ids"] == cited
+    assert request["warnings"] in (None, [])
+    return request
+
+
+QUESTION = QUESTIONS[0]
+
+
+def test_a_llamaindex_citation_query_engine(collector: Proc, llm: FakeLLM) -> None:
+    engine = llamaindex_rag_app.build_engine(llm.url)
+    answers: list[str] = []
+    trace_id = traced(collector, LlamaIndexInstrumentor(),
+                      lambda: answers.append(str(engine.query(QUESTION.text))))
+    (prompt,) = llm.prompts
+    in_prompt = llamaindex_rag_app.kept_in_prompt_order(QUESTION.text)
+    retrieved = [pid for pid, _ in keyword_scores(QUESTION.text)[:llamaindex_rag_app.TOP_K]]
+    assert len(in_prompt) < len(retrieved)  # the similarity cutoff dropped some
+    # the prompt tokens the completion span reports, as the endpoint counted them
+    request = check(stored(collector, trace_id), prompt, answers[0], QUESTION.text, retrieved,
+                    in_prompt, llamaindex_rag_app.MODEL, int(len(prompt) * RATIO))
+    # the template is LlamaIndex's text_qa_template, recorded on its predict span
+    assert request["template_id"].startswith("sha256:")
+
+
+def test_llamaindex_with_prompts_hidden_reads_the_template_variables(
+        collector: Proc, llm: FakeLLM) -> None:
+    # OPENINFERENCE_HIDE_PROMPTS: the completion span's llm.prompts is redacted; the prompt
+    # is still the predict span's template filled with its variables.
+    question = QUESTIONS[1].text
+    engine = llamaindex_rag_app.build_engine(llm.url)
+    answers: list[str] = []
+    trace_id = traced(collector, LlamaIndexInstrumentor(),
+                      lambda: answers.append(str(engine.query(question))),
+                      config=TraceConfig(hide_prompts=True))
+    (prompt,) = llm.prompts
+    in_prompt = llamaindex_rag_app.kept_in_prompt_order(question)
+    retrieved = [pid for pid, _ in keyword_scores(question)[:llamaindex_rag_app.TOP_K]]
+    # the predict span has no token count: the 4-characters-a-token estimate
+    check(stored(collector, trace_id), prompt, answers[0], question, retrieved, in_prompt,
+          llamaindex_rag_app.MODEL, round(len(prompt) / 4))
+
+
+def lost_in_the_middle(ranked: list[str]) -> list[str]:
+    """LostInTheMiddleRanker's documented order: the best at both ends, the worst in the
+    middle (ranks 1..4 -> 1, 3, 4, 2)."""
+    return ranked[0::2] + ranked[1::2][::-1]
+
+
+def test_a_haystack_pipeline_with_lost_in_the_middle(collector: Proc, llm: FakeLLM) -> None:
+    question = QUESTION.text
+    pipeline = haystack_rag_app.build_pipeline(llm.url)
+    outputs: list[dict[str, Any]] = []
+
+    def run() -> None:
+        outputs.append(pipeline.run({"retriever": {"query": question},
+                                     "prompt": {"question": question}},
+                                    include_outputs_from={"retriever", "ranker"}))
+
+    trace_id = traced(collector, HaystackInstrumentor(), run)
+    (user,) = llm.prompts  # the stand-in reads the last message; midtrace joins them all
+    prompt = haystack_rag_app.SYSTEM + "\n\n" + user
+    (out,) = outputs
+    retrieved = [d.id for d in out["retriever"]["documents"]]
+    in_prompt = [d.id for d in out["ranker"]["documents"]]
+    assert len(retrieved) == haystack_rag_app.RETRIEVE_K
+    assert in_prompt == lost_in_the_middle(retrieved[:haystack_rag_app.RANKER_K])
+    answer = str(out["llm"]["replies"][0].text)
+    trace = stored(collector, trace_id)
+    check(trace, prompt, answer, question, retrieved, in_prompt, haystack_rag_app.MODEL,
+          int(len(user) * RATIO))  # the stand-in counts the last message only
+    # the ranker's output order is the rerank order; the two it cut have none
+    ranks = {c["chunk_id"]: c["rerank_rank"] for c in trace["chunks"]}
+    assert ranks == {pid: in_prompt.index(pid) + 1 if pid in in_prompt else None
+                     for pid in retrieved}
+    sections = [s["kind"] for s in trace["request"]["prompt_sections"]]
+    assert sections[0] == "instructions" and "question" in sections
