@@ -299,11 +299,25 @@ def _query(attrs: Mapping[str, Any]) -> str | None:
     if attrs.get(INPUT_MIME_TYPE) == "application/json" or raw.lstrip()[:1] == "{":
         data = json_value(raw)
         if isinstance(data, Mapping):
-            return next((data[k] for k in _QUESTION_KEYS if isinstance(data.get(k), str)), None)
+            return _question_in(data)
         if isinstance(data, str):
             return data
         return None if attrs.get(INPUT_MIME_TYPE) == "application/json" else raw
     return raw
+
+
+def _question_in(data: Mapping[str, Any], depth: int = 3) -> str | None:
+    """The first question-like field of ``data``, looked for level by level: Haystack's
+    pipeline input nests it under the component's name (``{"data": {"retriever":
+    {"query": ...}}}``)."""
+    level: list[Mapping[str, Any]] = [data]
+    for _ in range(depth):
+        for m in level:
+            found = next((m[k] for k in _QUESTION_KEYS if isinstance(m.get(k), str)), None)
+            if found is not None:
+                return found
+        level = [v for m in level for v in m.values() if isinstance(v, Mapping)]
+    return None
 
 
 def _ancestors(span: SpanRecord, by_id: Mapping[str, SpanRecord]) -> list[SpanRecord]:
@@ -346,16 +360,18 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     return retrievals, reranks
 
 
-def _root_question(spans: Sequence[tuple[SpanRecord, str]],
-                   by_id: Mapping[str, SpanRecord]) -> str | None:
+def _root_questions(spans: Sequence[tuple[SpanRecord, str]],
+                    by_id: Mapping[str, SpanRecord]) -> tuple[tuple[str, str], ...]:
+    """``(span id, question)`` of each root chain span with a question, by start."""
     kinds = {s.span_id: k for s, k in spans}
     roots = [s for s, k in spans if k not in _NOT_ROOT_KINDS
              and not any(a.span_id in kinds for a in _ancestors(s, by_id))]
+    out = []
     for s in sorted(roots, key=lambda s: (s.start_ns, -s.end_ns, s.span_id)):
         question = _query(s.attributes)
         if question:
-            return question
-    return None
+            out.append((s.span_id, question))
+    return tuple(out)
 
 
 def _template(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
@@ -421,7 +437,7 @@ def normalize_openinference(spans: Sequence[SpanRecord],
         retrievals=tuple(retrievals),
         reranks=tuple(reranks),
         calls=observation_calls,
-        question=_root_question(ordered, by_id),
+        root_questions=_root_questions(ordered, by_id),
         template_id=template_id,
         template_version=template_version,
         warnings=tuple(warnings),
