@@ -22,6 +22,8 @@ DOC = re.compile(r"^Document \[(\d+)\](?:\(Title: [^)]*\))? (.*)$", re.MULTILINE
 # LlamaIndex's CitationQueryEngine numbers its sources "Source 1:" on a line of their own
 SOURCE = re.compile(r"^Source (\d+):\n(.*)$", re.MULTILINE)
 FACT = re.compile(r"ANSWER: ([^.]+)")
+# DSPy's ChatAdapter asks for the output fields between [[ ## name ## ]] markers
+DSPY_FIELD = re.compile(r"starting with the field `\[\[ ## (\w+) ## \]\]`")
 
 Rule = Callable[[int, int], bool]  # (slot, k) -> does the model read that slot?
 
@@ -52,6 +54,8 @@ class FakeLLM:
     statuses: list[int] = field(default_factory=list)  # answered, in order, before any 200
     attempts: int = 0
     prompts: list[str] = field(default_factory=list)
+    bodies: list[dict] = field(default_factory=list)  # each request as sent
+    replies: list[str] = field(default_factory=list)  # each answer's text as sent back
     url: str = ""
 
     def __post_init__(self) -> None:
@@ -101,7 +105,12 @@ class FakeLLM:
         prompt = _text(request["messages"][-1]["content"]) if chat else request["prompt"]
         with self._lock:
             self.prompts.append(prompt)
+            self.bodies.append(request)
         answer = answer_for(prompt, self.rule)
+        if field := DSPY_FIELD.search(prompt):
+            answer = f"[[ ## {field[1]} ## ]]\n{answer}\n\n[[ ## completed ## ]]"
+        with self._lock:
+            self.replies.append(answer)
         payload: dict = {"id": "chatcmpl-test", "object": "chat.completion",
                          "model": request["model"],
                          "choices": [{"index": 0, "finish_reason": "stop",
@@ -124,3 +133,9 @@ def _text(content: str | list[dict]) -> str:
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+def joined_messages(body: dict) -> str:
+    """A chat request's prompt as midtrace reads it: each message's text, a blank line
+    between (docs/zero-code.md, "The prompt string")."""
+    return "\n\n".join(_text(m["content"]) for m in body["messages"])
