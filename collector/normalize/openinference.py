@@ -235,7 +235,31 @@ def _prompt_from_input(attrs: Mapping[str, Any]) -> list[tuple[str | None, str]]
     return [("user", prompt)] if isinstance(prompt, str) else []
 
 
+_DSPY_FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\][ \t]*\n?", re.MULTILINE)
+_ANSWER_FIELDS = ("answer", "response", "output")
+
+
+def dspy_fields(text: str) -> str:
+    """The answer field of an output DSPy's ChatAdapter formats as ``[[ ## answer ## ]]``
+    ... ``[[ ## completed ## ]]`` (the field named answer, response or output, else the
+    last one); any other text as it is."""
+    marks = list(_DSPY_FIELD.finditer(text))
+    if not marks or marks[0].start() != len(text) - len(text.lstrip()):
+        return text
+    fields = {m[1]: text[m.end():(marks[i + 1].start() if i + 1 < len(marks) else len(text))]
+              .strip() for i, m in enumerate(marks) if m[1] != "completed"}
+    if not fields:
+        return text
+    name = next((f for f in _ANSWER_FIELDS if f in fields), list(fields)[-1])
+    return fields[name]
+
+
 def _answer(attrs: Mapping[str, Any]) -> str | None:
+    text = _raw_answer(attrs)
+    return dspy_fields(text) if text is not None and "[[ ## " in text else text
+
+
+def _raw_answer(attrs: Mapping[str, Any]) -> str | None:
     out = messages(attrs, LLM_OUTPUT_MESSAGES)
     if out:
         return out[0][1]

@@ -1,4 +1,4 @@
-"""LlamaIndex and Haystack RAG pipelines, traced by their stock OpenInference
+"""LlamaIndex, Haystack and DSPy RAG pipelines, traced by their stock OpenInference
 instrumentations, answered by a local stand-in LLM endpoint, exported by the real OTLP/HTTP
 exporter to a real collector process: the stored request has the prompt order, slots,
 dropped chunks and citations the pipeline really built.
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from openinference.instrumentation import TraceConfig
+from openinference.instrumentation.dspy import DSPyInstrumentor
 from openinference.instrumentation.haystack import HaystackInstrumentor
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -23,9 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from midtrace.client import open_client
-from midtrace.sample_traces import haystack_rag_app, llamaindex_rag_app
+from midtrace.sample_traces import dspy_rag_app, haystack_rag_app, llamaindex_rag_app
 from midtrace.sample_traces.policy_corpus import QUESTIONS, SOURCE, TEXT, keyword_scores
-from tests.fake_llm import FakeLLM
+from midtrace.schemas.chunk_hash import content_hash
+from tests.fake_llm import FakeLLM, joined_messages
 from tests.procs import Proc
 from tests.zero_code import provider_with
 
@@ -70,13 +72,17 @@ def stored(collector: Proc, trace_id: str) -> dict[str, Any]:
 
 def check(trace: dict[str, Any], prompt: str, answer: str, question: str,
           retrieved: list[str], in_prompt: list[str], model: str,
-          prompt_tokens: int) -> dict[str, Any]:
+          prompt_tokens: int, ids: dict[str, str] | None = None) -> dict[str, Any]:
     """The stored request against the prompt and answer the pipeline really produced.
 
     ``prompt`` is the prompt as midtrace reads it: each message's text, a blank line
-    between. ``prompt_tokens``: what the stored request should say.
+    between. ``prompt_tokens``: what the stored request should say. ``ids``: the chunk id
+    midtrace gives each policy, when the instrumentation sends no document id.
     """
     request = trace["request"]
+    if ids is not None:  # compare by policy
+        trace = {**trace, "chunks": [{**c, "chunk_id": ids[c["chunk_id"]]} for c in trace["chunks"]],
+                 "placements": [{**p, "chunk_id": ids[p["chunk_id"]]} for p in trace["placements"]]}
     assert (request["convention"], request["model"], request["service"]) == (
         "openinference", model, "policy-bot")
     assert request["question"] == question and request["answer"] == answer
@@ -94,10 +100,10 @@ def check(trace: dict[str, Any], prompt: str, answer: str, question: str,
     assert {pid: c["stage"] for pid, c in chunks.items()} == {
         pid: "in_prompt" if pid in in_prompt else "dropped" for pid in retrieved}
     assert {pid: c["source_id"] for pid, c in chunks.items()} == {
-        pid: SOURCE[pid] for pid in retrieved}
+        pid: SOURCE[pid] if ids is None else None for pid in retrieved}
     cited = [in_prompt[int(n) - 1] for n in CITE.findall(answer)]
     assert cited, answer  # every question here is answered with a citation
-    assert request["cited_ids"] == cited
+    assert [(ids or {}).get(c, c) for c in request["cited_ids"]] == cited
     assert request["warnings"] in (None, [])
     return request
 
@@ -157,7 +163,9 @@ def test_a_haystack_pipeline_with_lost_in_the_middle(collector: Proc, llm: FakeL
 
     trace_id = traced(collector, HaystackInstrumentor(), run)
     (user,) = llm.prompts  # the stand-in reads the last message; midtrace joins them all
-    prompt = haystack_rag_app.SYSTEM + "\n\n" + user
+    (body,) = llm.bodies
+    prompt = joined_messages(body)
+    assert prompt == haystack_rag_app.SYSTEM + "\n\n" + user
     (out,) = outputs
     retrieved = [d.id for d in out["retriever"]["documents"]]
     in_prompt = [d.id for d in out["ranker"]["documents"]]
@@ -173,3 +181,31 @@ def test_a_haystack_pipeline_with_lost_in_the_middle(collector: Proc, llm: FakeL
                      for pid in retrieved}
     sections = [s["kind"] for s in trace["request"]["prompt_sections"]]
     assert sections[0] == "instructions" and "question" in sections
+
+
+def test_a_dspy_retrieve_then_predict_module(collector: Proc, llm: FakeLLM) -> None:
+    question = QUESTIONS[1].text
+    answers: list[str] = []
+
+    def run() -> None:
+        with dspy_rag_app.configured(llm.url) as rag:
+            answers.append(rag(question=question).answer)
+
+    trace_id = traced(collector, DSPyInstrumentor(), run)
+    (body,) = llm.bodies
+    # DSPy's ChatAdapter: a system message describing the fields, then the user message
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    prompt = joined_messages(body)
+    trace = stored(collector, trace_id)
+    retrieved = [pid for pid, _ in keyword_scores(question)[:dspy_rag_app.RETRIEVE_K]]
+    # Retrieve records passages only (no id, score or metadata): chunks are content hashes
+    by_hash = {content_hash(TEXT[pid]): pid for pid in retrieved}
+    # the stored answer is the module's answer field, not the raw "[[ ## answer ## ]]" reply
+    (raw,) = llm.replies
+    assert raw.startswith("[[ ## answer ## ]]") and answers[0] in raw
+    # DSPy's instrumentation records no token counts: the 4-characters-a-token estimate
+    check(trace, prompt, answers[0], question, retrieved, dspy_rag_app.in_prompt(question),
+          dspy_rag_app.MODEL, round(len(prompt) / 4), ids=by_hash)
+    # no retrieval scores or ranks beyond the order: DSPy records none
+    assert {c["retrieval_score"] for c in trace["chunks"]} == {None}
+
