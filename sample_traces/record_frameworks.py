@@ -1,8 +1,9 @@
-"""Record sample_traces/llamaindex_rag.jsonl and haystack_rag.jsonl: the LlamaIndex and
-Haystack sample apps traced by their stock OpenInference instrumentations only.
+"""Record sample_traces/llamaindex_rag.jsonl, haystack_rag.jsonl and dspy_rag.jsonl: the
+LlamaIndex, Haystack and DSPy sample apps traced by their stock OpenInference
+instrumentations only.
 
 Every question of sample_traces/policy_corpus.py goes through each app, instrumented by
-openinference-instrumentation-llama-index or openinference-instrumentation-haystack, with
+openinference-instrumentation-llama-index, -haystack or -dspy, with
 the OTel SDK (a BatchSpanProcessor flushed after each request, so each line of a file is
 one request's trace) and midtrace's OTLP/JSON file exporter. The model is the local
 stand-in LLM endpoint of the tests (tests/fake_llm.py), so run this from the repository
@@ -33,9 +34,11 @@ from midtrace.sample_traces.record_langchain import ANCHOR, shift_times
 
 HERE = Path(__file__).resolve().parent
 SERVICE = "policy-bot"
-FILES = {"llamaindex": "llamaindex_rag.jsonl", "haystack": "haystack_rag.jsonl"}
+FILES = {"llamaindex": "llamaindex_rag.jsonl", "haystack": "haystack_rag.jsonl",
+         "dspy": "dspy_rag.jsonl"}
 # after the LangChain sample's hour, in the other samples' last week
-ANCHORS = {"llamaindex": ANCHOR + timedelta(hours=1), "haystack": ANCHOR + timedelta(hours=2)}
+ANCHORS = {"llamaindex": ANCHOR + timedelta(hours=1), "haystack": ANCHOR + timedelta(hours=2),
+           "dspy": ANCHOR + timedelta(hours=3)}
 
 
 def _llamaindex(llm_url: str) -> tuple[Any, Callable[[str], object]]:
@@ -54,7 +57,18 @@ def _haystack(llm_url: str) -> tuple[Any, Callable[[str], object]]:
     return HaystackInstrumentor(), lambda question: ask(pipeline, question)
 
 
-APPS = {"llamaindex": _llamaindex, "haystack": _haystack}
+def _dspy(llm_url: str) -> tuple[Any, Callable[[str], object]]:
+    from openinference.instrumentation.dspy import DSPyInstrumentor
+
+    from midtrace.sample_traces.dspy_rag_app import configured
+
+    def run(question: str) -> object:
+        with configured(llm_url) as rag:
+            return rag(question=question)
+    return DSPyInstrumentor(), run
+
+
+APPS = {"llamaindex": _llamaindex, "haystack": _haystack, "dspy": _dspy}
 
 
 def record(framework: str, path: Path, llm_url: str) -> int:
