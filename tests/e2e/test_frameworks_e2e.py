@@ -3,6 +3,9 @@ instrumentations, answered by a local stand-in LLM endpoint, exported by the rea
 exporter to a real collector process: the stored request has the prompt order, slots,
 dropped chunks and citations the pipeline really built.
 
+A retrieval-only and an LLM-only Haystack pipeline check the rules for traces that are not
+one retrieval and one answer (docs/zero-code.md).
+
 What the pipeline built is read from the prompt the stand-in received and the answer it
 gave; the expected order is also computed without the framework (LongContextReorder's and
 LostInTheMiddleRanker's documented rules), so a change in either shows up here.
@@ -12,9 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
+from haystack import Pipeline
+from haystack.dataclasses import ChatMessage
 from openinference.instrumentation import TraceConfig
 from openinference.instrumentation.dspy import DSPyInstrumentor
 from openinference.instrumentation.haystack import HaystackInstrumentor
@@ -24,6 +31,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from midtrace.client import open_client
+from midtrace.collector.normalize.inferred import NO_LLM_WARNING
 from midtrace.sample_traces import dspy_rag_app, haystack_rag_app, llamaindex_rag_app
 from midtrace.sample_traces.policy_corpus import QUESTIONS, SOURCE, TEXT, keyword_scores
 from midtrace.schemas.chunk_hash import content_hash
@@ -209,3 +217,37 @@ def test_a_dspy_retrieve_then_predict_module(collector: Proc, llm: FakeLLM) -> N
     # no retrieval scores or ranks beyond the order: DSPy records none
     assert {c["retrieval_score"] for c in trace["chunks"]} == {None}
 
+
+
+def test_retrieval_only_and_llm_only_traces_stay_what_they_are(
+        collector: Proc, db_path: Path, llm: FakeLLM) -> None:
+    question = QUESTION.text
+    search = Pipeline()  # a search endpoint: retrieval, no model
+    search.add_component("retriever", haystack_rag_app.InMemoryBM25Retriever(
+        haystack_rag_app.store(), top_k=haystack_rag_app.RETRIEVE_K))
+    chat = Pipeline()  # a chat turn with no retrieval
+    chat.add_component("prompt", haystack_rag_app.ChatPromptBuilder(
+        template=[ChatMessage.from_user("Document [1] {{ note }}\n\nQuestion: {{ question }}")],
+        required_variables=["note", "question"]))
+    chat.add_component("llm", haystack_rag_app.OpenAIChatGenerator(
+        api_key=haystack_rag_app.Secret.from_token("k"), model=haystack_rag_app.MODEL,
+        api_base_url=llm.url, max_retries=0))
+    chat.connect("prompt.prompt", "llm.messages")
+    found: list[Any] = []
+    search_trace = traced(collector, HaystackInstrumentor(), lambda: found.extend(
+        search.run({"retriever": {"query": question}})["retriever"]["documents"]))
+    chat_trace = traced(collector, HaystackInstrumentor(), lambda: chat.run(
+        {"prompt": {"note": TEXT["returns"], "question": question}}))
+    collector.stop()
+    with duckdb.connect(str(db_path), read_only=True) as conn:
+        requests = conn.execute("SELECT trace_id, answer, model, warnings FROM requests").fetchall()
+        chunks = conn.execute("SELECT chunk_id, stage FROM chunks ORDER BY retrieval_rank").fetchall()
+        spans = dict(conn.execute("SELECT trace_id, count(*) FROM spans GROUP BY trace_id")
+                     .fetchall())
+    # the search is a request with what it retrieved, no answer, and says why
+    ((trace_id, answer, model, warnings),) = requests
+    assert (trace_id, answer, model) == (search_trace, None, None)
+    assert NO_LLM_WARNING in warnings
+    assert chunks == [(d.id, "retrieved") for d in found]
+    # the chat turn is no request, and its spans are kept
+    assert spans[chat_trace] >= 2 and spans[search_trace] >= 1
