@@ -256,17 +256,45 @@ def decode_cost(batches: list[bytes], n_requests: int) -> tuple[float, float]:
     return decode / (len(sample) * per) * 1e6, normalize / (len(sample) * per) * 1e6
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (the collector's derive workers)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, []))
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process and its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a running process, its threads and its children."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Peak resident memory summed over the process and its children."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in lines if line.startswith("VmHWM:")), 0)
+    return total / 1024 if total else float("nan")
 
 
 def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[list[bytes], int]:
@@ -285,7 +313,7 @@ def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[lis
 
 def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
              workdir: Path, cache: Path | None = None, checkout: Path = ROOT,
-             label: str = "this checkout") -> dict[str, Any]:
+             label: str = "this checkout", derive_workers: int | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
@@ -296,12 +324,13 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     with open(batch_file, "wb") as f:
         pickle.dump(batches, f)
     del batches
-    db = workdir / f"{run}-{label.replace(' ', '-')}.duckdb"
+    db = workdir / f"{run}-{re.sub(r'[^A-Za-z0-9]+', '-', label)}.duckdb"
     db.unlink(missing_ok=True)
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     collector = subprocess.Popen(
         [python, "-m", "midtrace", "collector", "--db", str(db), "--http-port", "0",
-         "--grpc-port", "0", "--queue-size", str(queue_size)],
+         "--grpc-port", "0", "--queue-size", str(queue_size)]
+        + ([] if derive_workers is None else ["--derive-workers", str(derive_workers)]),
         cwd=checkout, stdout=subprocess.PIPE, text=True)
     assert collector.stdout is not None
     line = collector.stdout.readline()
@@ -437,6 +466,9 @@ def main() -> None:
     parser.add_argument("--phoenix", metavar="URL",
                         help="also send the same batches to a running Arize Phoenix, e.g. "
                              "http://127.0.0.1:6006, alternating with midtrace")
+    parser.add_argument("--derive-workers", type=lambda v: [int(x) for x in v.split(",")],
+                        help="run this checkout once per value of the collector's "
+                             "--derive-workers, alternating, e.g. 0,1")
     parser.add_argument("--phoenix-pid", type=int, help="Phoenix's process id, for its CPU and RSS")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
@@ -444,18 +476,20 @@ def main() -> None:
             profile(args.profile, args.requests, args.seed, Path(tmp))
             return
         runs = ["own", "openinference"] if args.run == "both" else [args.run]
-        checkouts = [(ROOT, "this checkout")]
+        checkouts: list[tuple[Path, str, int | None]] = [(ROOT, "this checkout", None)]
+        if args.derive_workers:
+            checkouts = [(ROOT, f"{w} derive workers", w) for w in args.derive_workers]
         if args.baseline:
-            checkouts.append((args.baseline.resolve(), "baseline"))
+            checkouts.append((args.baseline.resolve(), "baseline", None))
         results = []
         for r in runs:
             for k in range(args.repeats):  # A, B, A, B: the two compared under the same load
                 # A seed per repeat: Phoenix keeps a span id once, so a repeated batch would
                 # cost it nothing; every checkout of a repeat gets the same batches.
                 seed = args.seed + k
-                for checkout, label in checkouts:
+                for checkout, label, workers in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
-                                            seed, Path(tmp), args.cache, checkout, label))
+                                            seed, Path(tmp), args.cache, checkout, label, workers))
                 if args.phoenix:
                     results.append(phoenix_once(r, args.requests, args.connections, seed,
                                                 Path(tmp), args.phoenix, args.phoenix_pid,
@@ -477,11 +511,13 @@ def main() -> None:
         if r["failures"] or r["stored_spans"] != r["spans"]:
             print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
                   f"{r['stored_spans']} of {r['spans']} spans stored")
-    for other in [c for c in ("baseline", "Phoenix") if any(r["checkout"] == c for r in results)]:
-        print(f"\nratio this checkout / {other} (mean of the alternating runs):")
+    first = checkouts[0][1]
+    others = [label for _, label, _ in checkouts[1:]] + (["Phoenix"] if args.phoenix else [])
+    for other in others:
+        print(f"\nratio {first} / {other} (mean of the alternating runs):")
         for run in runs:
             for key in ("requests_per_s", "derived_per_s", "collector_cpu_ms_per_request"):
-                mine = [r[key] for r in results if r["run"] == run and r["checkout"] == "this checkout"]
+                mine = [r[key] for r in results if r["run"] == run and r["checkout"] == first]
                 base = [r[key] for r in results if r["run"] == run and r["checkout"] == other]
                 if mine and base:
                     a, b = sum(mine) / len(mine), sum(base) / len(base)

@@ -66,6 +66,7 @@ class CollectorSettings:
     http_port: int = DEFAULT_HTTP_PORT
     max_body_bytes: int = DEFAULT_MAX_BODY_MB * 1024 * 1024
     queue_size: int = DEFAULT_QUEUE_SIZE
+    derive_workers: int | None = None  # None: the cores but one (derive.default_workers)
     grpc_port: int = DEFAULT_GRPC_PORT
     token: str | None = None
     keep_text: bool = True

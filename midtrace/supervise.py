@@ -159,6 +159,8 @@ def collector_command(settings: CollectorSettings) -> tuple[list[str], dict[str,
             "--max-body-mb", str(settings.max_body_bytes // (1024 * 1024)),
             "--queue-size", str(settings.queue_size),
             "--forward-queue", str(settings.forward_queue)]
+    if settings.derive_workers is not None:
+        argv += ["--derive-workers", str(settings.derive_workers)]
     if not settings.keep_text:
         argv.append("--no-text")
     for url in settings.forward:

@@ -8,7 +8,6 @@ reports about the traffic itself. ``recover`` derives what a crash left in the l
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -16,23 +15,23 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from midtrace.collector.intake.otlp import records_to_request
+from midtrace.collector.intake.otlp import records_to_request, spans_of
 from midtrace.collector.receive.bodies import (
-    PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans, decompress, parse_traces)
+    PROTOBUF, REDACTED_PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans)
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.storage.appender import Appender
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
 from midtrace.collector.storage.redact import redact_span
-from midtrace.collector.storage.spanstore import resolve
+from midtrace.collector.storage.derive import spans_of_raw
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import QueueFull
+from midtrace.schemas.conventions import PREFIX
 from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
 
 ADMISSION_WAIT_SECONDS = 2.0
 ADMISSION_POLL_SECONDS = 0.02
-REDACTED_PROTOBUF = PROTOBUF + "; midtrace-redacted=1"  # an intake log entry --no-text wrote
 
 ATTRIBUTE_LIMIT_ADVICE = (
     "spans arrived with attributes dropped by the sending SDK's attribute limit (128 per span "
@@ -73,14 +72,18 @@ class Intake:
         Raises QueueFull (answer 503 / UNAVAILABLE) before anything is stored, and the
         intake log's error when its commit fails.
         """
-        check = check_spans(export)
+        # A worker derives the export from its raw bytes: read here only what the checks
+        # need (its midtrace attributes), not every attribute a second time.
+        light = (self.keep_text and self.appender.derives_raw
+                 and isinstance(export, ExportTraceServiceRequest))
+        check = check_spans(spans_of(export, PREFIX) if light else export)
         c = self.counters
         c.exports += 1
         c.spans_refused += len(check.rejected)
         if check.accepted:
             raw = (RawExport(batch.body, batch.content_type, batch.content_encoding)
                    if self.keep_text else redacted_export(check.accepted))
-            fut = await self._admit(raw, check.accepted)
+            fut = await self._admit(raw, () if light else check.accepted, len(check.accepted))
             await asyncio.wrap_future(fut)
             c.spans_accepted += len(check.accepted)
             self._count_cut(check.accepted)
@@ -102,12 +105,12 @@ class Intake:
             kept = check.accepted if self.keep_text else [redact_span(s) for s in check.accepted]
             raw = RawExport(records_to_request(kept).SerializeToString(),
                             PROTOBUF if self.keep_text else REDACTED_PROTOBUF)
-            fut = await self._admit(raw, check.accepted)
+            fut = await self._admit(raw, check.accepted, len(check.accepted))
             await asyncio.wrap_future(fut)
             c.gen_ai_events += len(check.accepted)
         return check
 
-    async def _admit(self, raw: RawExport, spans: Sequence[SpanRecord]) -> Future[int]:
+    async def _admit(self, raw: RawExport, spans: Sequence[SpanRecord], count: int) -> Future[int]:
         """Hand the export to the appender; when derivation is behind, wait up to
         ADMISSION_WAIT_SECONDS for room before answering QueueFull. A stock exporter retries
         a 503 only a few times (about 5 s at Retry-After: 1): waiting here first lets a burst
@@ -117,7 +120,7 @@ class Intake:
         waited = False
         while True:
             try:
-                return self.appender.submit(raw, spans)
+                return self.appender.submit(raw, spans, count)
             except QueueFull:
                 if not waited:
                     waited = True
@@ -160,17 +163,6 @@ def redacted_export(spans: Sequence[SpanRecord]) -> RawExport:
     derived from the spans in hand, text and all, as before."""
     request = records_to_request([redact_span(s) for s in spans])
     return RawExport(request.SerializeToString(), REDACTED_PROTOBUF)
-
-
-def spans_of_raw(export: RawExport, max_bytes: int = 1 << 31) -> list[SpanRecord]:
-    """The spans an intake log entry holds that pass the intake checks (as they did then)."""
-    body = decompress(export.body, export.content_encoding, max_bytes)
-    pairs = parse_traces(body, export.content_type)
-    if export.content_type == REDACTED_PROTOBUF:  # texts read as what they stand for
-        pairs = [(None if span is None else dataclasses.replace(
-                      span, attributes={k: resolve(v, {}) for k, v in span.attributes.items()}),
-                  error) for span, error in pairs]
-    return check_spans(pairs).accepted
 
 
 def recover(store: Store, progress: Callable[[int, int], None] | None = None) -> int:

@@ -46,7 +46,9 @@ def any_value(v: AnyValue) -> AttrValue:
     raise PayloadError(f"unknown AnyValue field {which!r}")
 
 
-def _attrs(kvs: Iterable[Any]) -> dict[str, AttrValue]:
+def _attrs(kvs: Iterable[Any], prefix: str | None = None) -> dict[str, AttrValue]:
+    if prefix is not None:
+        return {kv.key: any_value(kv.value) for kv in kvs if kv.key.startswith(prefix)}
     return {kv.key: any_value(kv.value) for kv in kvs}
 
 
@@ -142,11 +144,14 @@ def iter_json_lines(text: str) -> Iterator[tuple[int, ExportTraceServiceRequest 
             yield number, PayloadError(f"line {number}: {e}")
 
 
-def spans_of(request: ExportTraceServiceRequest) -> Iterator[tuple[SpanRecord | None, str | None]]:
+def spans_of(request: ExportTraceServiceRequest, prefix: str | None = None,
+             ) -> Iterator[tuple[SpanRecord | None, str | None]]:
     """Flatten a request into span records.
 
     Yields ``(record, None)`` for each readable span and ``(None, reason)`` for each span that
     cannot be read (a bad trace or span id): such a span is rejected, its neighbours kept.
+    With ``prefix``, span and event attributes are read only where their key starts with it:
+    records enough to check a span (its midtrace attributes), at a fraction of the cost.
     """
     for rs in request.resource_spans:
         resource = _attrs(rs.resource.attributes)
@@ -168,7 +173,7 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[tuple[SpanRecord | 
                     kind=int(span.kind),
                     start_ns=int(span.start_time_unix_nano),
                     end_ns=int(span.end_time_unix_nano),
-                    attributes=_attrs(span.attributes),
+                    attributes=_attrs(span.attributes, prefix),
                     resource=resource,
                     scope=scope,
                     status_code=int(span.status.code),
@@ -180,7 +185,7 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[tuple[SpanRecord | 
                         yield event_child(
                             span.trace_id.hex(), span.span_id.hex(), event.name,
                             int(event.time_unix_nano or span.end_time_unix_nano),
-                            _attrs(event.attributes), None, i, resource, scope), None
+                            _attrs(event.attributes, prefix), None, i, resource, scope), None
 
 
 # --- OTLP/JSON straight to span records ---------------------------------------------------

@@ -34,10 +34,11 @@ from midtrace.collector.receive.auth import BearerToken
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.intake.accept import Intake, recover
 from midtrace.collector.receive.bodies import (
-    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_traces, SpanCheck, logs_answer,
+    JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_trace_export, SpanCheck, logs_answer,
     traces_answer)
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.appender import Appender, Freshness
+from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import QueueFull, Writer
@@ -132,7 +133,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             return await intake.export(spans, Batch(raw, request.headers.get("content-type")
                                                     or PROTOBUF,
                                                     request.headers.get("content-encoding")))
-        return await receive(request, "spans", parse_traces, store, traces_answer)
+        return await receive(request, "spans", parse_trace_export, store, traces_answer)
 
     async def logs(request: Request) -> Response:
         """OTLP logs: GenAI events are kept as part of their span's trace, other records
@@ -178,7 +179,10 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             "status": "ready" if ready else "not ready",
             **({} if ready else {"reason": reason}),
             "queue_depth": writer.depth, "queue_capacity": writer.capacity,
-            "derivation": appender.freshness.lag(),
+            "derivation": {**appender.freshness.lag(),
+                           "workers": writer.pool.workers if writer.pool else 0,
+                           "exports_by_workers": c.worker_jobs,
+                           "worker_restarts": writer.pool_restarts},
             "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
             "text": "stored" if settings.keep_text else "not stored (--no-text)",
@@ -232,7 +236,9 @@ def run(settings: CollectorSettings) -> None:
     # The query API reads through this connection: after migrations it never needs to reach
     # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
     store.forbid_external_access()
-    writer = Writer(store, max_queue=settings.queue_size).start()
+    workers = default_workers() if settings.derive_workers is None else settings.derive_workers
+    pool = DerivePool(workers) if workers else None
+    writer = Writer(store, max_queue=settings.queue_size, pool=pool).start()
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]
     intake = build_intake(writer, settings, forwarders)

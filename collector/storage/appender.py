@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
 from midtrace.collector.storage.database import first_line, is_fatal
 from midtrace.collector.storage.store import WriteJob
@@ -85,7 +86,8 @@ class Freshness:
 @dataclass
 class _Item:
     export: RawExport
-    spans: Sequence[SpanRecord]
+    spans: Sequence[SpanRecord]  # decoded at intake, or () when a worker decodes the export
+    count: int
     future: Future[int]
 
 
@@ -116,8 +118,15 @@ class Appender:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def submit(self, export: RawExport, spans: Sequence[SpanRecord]) -> Future[int]:
-        """Queue one export; its Future gives the export id once the append is committed."""
+    @property
+    def derives_raw(self) -> bool:
+        """Whether exports are derived from their raw bytes (by workers), so intake need
+        not hand the writer decoded spans."""
+        return self.writer.pool is not None
+
+    def submit(self, export: RawExport, spans: Sequence[SpanRecord], count: int) -> Future[int]:
+        """Queue one export (``count`` spans, decoded in ``spans`` or not); its Future gives
+        the export id once the append is committed."""
         if self._closed:
             raise RuntimeError("appender is closed")
         if self.unwritable and time.monotonic() - self._last_attempt < REOPEN_INTERVAL_SECONDS:
@@ -126,7 +135,7 @@ class Appender:
             raise QueueFull(f"derivation is behind by {self.writer.depth} exports; retry shortly")
         fut: Future[int] = Future()
         try:
-            self._queue.put_nowait(_Item(export, spans, fut))
+            self._queue.put_nowait(_Item(export, spans, count, fut))
         except queue.Full:
             raise QueueFull(f"intake queue is full ({self._queue.maxsize} exports)") from None
         return fut
@@ -212,4 +221,6 @@ class Appender:
             settle(item.future, export_id)  # durable now: acknowledge
         for export_id, item in zip(ids, group):
             # In order, so the writer derives exports in the order they were acknowledged.
-            self.writer.submit_blocking(WriteJob(spans=item.spans, export_id=export_id))
+            raw = None if item.export.content_type == REDACTED_PROTOBUF else item.export
+            self.writer.submit_blocking(WriteJob(spans=item.spans, export_id=export_id, raw=raw,
+                                                 count=item.count))

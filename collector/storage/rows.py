@@ -11,6 +11,7 @@ from typing import Any
 import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
 import pyarrow as pa
 
+from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.model import Outcome, RagRequest
 
@@ -118,15 +119,7 @@ class Rows:
     placements: dict[str, list[Any]] = field(default_factory=lambda: _empty(PLACEMENTS))
     texts: dict[str, str] = field(default_factory=dict)
     outcomes: dict[str, list[Any]] = field(default_factory=lambda: _empty(OUTCOMES))
-    hash_cache: dict[str, str] = field(default_factory=dict)
-
-    def _content_hash(self, text: str) -> str:
-        h = self.hash_cache.get(text)
-        if h is None:
-            if len(self.hash_cache) >= 200_000:
-                self.hash_cache.clear()
-            h = self.hash_cache[text] = content_hash(text)
-        return h
+    hashes: TextHashes = field(default_factory=lambda: TextHashes(content_hash))  # memo of content_hash
 
     def add_request(self, request_id: int, req: RagRequest, keep_text: bool = True) -> None:
         r = req.record
@@ -160,7 +153,7 @@ class Rows:
                     hashes.append(text.content_hash)
                     chars.append(text.chars)
                 elif text:
-                    h = self._content_hash(text)
+                    h = self.hashes(text)
                     hashes.append(h)
                     chars.append(len(text))
                     if keep_text:

@@ -32,6 +32,7 @@ import pyarrow as pa
 from midtrace.collector.intake.otlp import SpanRecord
 from midtrace.collector.storage.redact import REDACTED, scrub
 from midtrace.collector.storage.rows import SPANS, dumps
+from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.schemas.chunk_hash import RedactedText
 
 MIN_REF_CHARS = 256  # shorter strings stay inline: a reference would not be smaller
@@ -57,21 +58,13 @@ class SpanEncoder:
 
     def __init__(self, keep_text: bool = True) -> None:
         self.keep_text = keep_text
-        self._hashes: dict[str, str] = {}
+        self._hash = TextHashes(exact_hash)
         self._stored: set[str] = set()
 
     def forget(self) -> None:
         """Drop the caches (after texts were deleted by someone else)."""
-        self._hashes.clear()
+        self._hash.clear()
         self._stored.clear()
-
-    def _hash(self, text: str) -> str:
-        h = self._hashes.get(text)
-        if h is None:
-            if len(self._hashes) >= CACHE_LIMIT:
-                self._hashes.clear()
-            h = self._hashes[text] = exact_hash(text)
-        return h
 
     def encode(self, spans: Sequence[SpanRecord], received_at: datetime,
                context: Mapping[str, Mapping[str, SpanRecord]] | None = None,
@@ -128,6 +121,11 @@ class SpanEncoder:
             "text_refs": refs_col,
         }, schema=SPAN_COLUMNS)
         return table, texts
+
+    def unstored(self, texts: Mapping[str, str]) -> dict[str, str]:
+        """Those of ``texts`` not known to be stored already."""
+        stored = self._stored
+        return {h: t for h, t in texts.items() if h not in stored}
 
     def committed(self, hashes: Iterable[str]) -> None:
         if len(self._stored) >= CACHE_LIMIT:

@@ -22,15 +22,20 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.storage.database import (
     RESTORE, StoreError, connect, describe, first_line, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
+from midtrace.collector.storage.derive import Prepared, spans_of_raw
+from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.known import KnownTraces
 from midtrace.collector.storage.layout import check_layout, older_evidence
 from midtrace.collector.storage.rows import Rows, graded_fields
 from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
+from midtrace.collector.storage.text_hashes import TextHashes
+from midtrace.schemas.chunk_hash import content_hash
 from midtrace.sql import sqlfiles
 from midtrace.schemas.model import Outcome
 from midtrace.schemas.span import SpanRecord
@@ -47,6 +52,12 @@ class WriteJob:
     spans: Sequence[SpanRecord] = ()
     outcomes: Sequence[Outcome] = ()
     export_id: int | None = None  # the intake log entry these spans came from, if any
+    raw: RawExport | None = None  # that entry as received, when a worker may derive it
+    count: int = 0  # spans the entry holds (``spans`` may be left empty: see Writer)
+
+    @property
+    def size(self) -> int:
+        return len(self.spans) or self.count
 
 
 @dataclass
@@ -157,6 +168,20 @@ def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) 
     conn.execute(sqlfiles.query("fill_request_evidence", scope="traces"), scope)
 
 
+def _renumbered(table: pa.Table, column: str, ids: dict[int, int]) -> pa.Table:
+    """The rows whose ``column`` is a key of ``ids``, that column mapped through it."""
+    if not table.num_rows:
+        return table
+    values = table.column(column).to_pylist()
+    keep = [v in ids for v in values]
+    if not all(keep):
+        table = table.filter(pa.array(keep))
+        values = [v for v, k in zip(values, keep) if k]
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, table.schema.field(index),
+                            pa.array([ids[v] for v in values], pa.int64()))
+
+
 class Store:
     """The one writer of a midtrace database."""
 
@@ -179,7 +204,7 @@ class Store:
         self._next_outcome_id = int(max_ids[1]) + 1
         self.encoder = SpanEncoder(keep_text)
         self.known = KnownTraces(conn.execute(sqlfiles.query("trace_keys")).fetchnumpy()["k"])
-        self._hash_cache: dict[str, str] = {}
+        self._content_hash = TextHashes(content_hash)
         self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
 
     @classmethod
@@ -241,24 +266,11 @@ class Store:
             api_outcomes.extend(job.outcomes)
         stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
         trace_ids = {t for t, _ in new_spans}
-        # Only traces that may have stored spans are read back; the rest are new.
-        maybe_stored = sorted(t for t in trace_ids if self.known.may_contain(t))
         conn = self.conn
-        texts: dict[str, str] = {}
+        rows = Rows(hashes=self._content_hash)
         with transaction(conn):
-            by_trace = self.spans_of_traces(maybe_stored) if maybe_stored else {}
-            for (trace_id, span_id), span in new_spans.items():
-                by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
-            if new_spans:
-                span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, by_trace)
-                self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
-                if texts:
-                    self._insert("_texts", pa.table({"text_hash": list(texts), "text": list(texts.values())}),
-                                 sqlfiles.query("insert_texts"))
+            by_trace, texts = self._store_and_derive(new_spans, rows, received_at, stats)
             stats.traces = len(by_trace)
-            rows = Rows(hash_cache=self._hash_cache)
-            if by_trace:
-                self._derive(by_trace, maybe_stored, rows, received_at, stats)
             if any(o.grader in MACHINE_GRADERS for o in api_outcomes):
                 api_outcomes = self._changing(api_outcomes, stats)
             for o in api_outcomes:
@@ -276,6 +288,123 @@ class Store:
         self.encoder.committed(texts)
         self._chunk_texts_stored.update(chunk_texts)
         return stats
+
+    def _store_and_derive(self, new_spans: dict[tuple[str, str], SpanRecord], rows: Rows,
+                          received_at: datetime, stats: WriteStats,
+                          ) -> tuple[dict[str, dict[str, SpanRecord]], dict[str, str]]:
+        """Store the new spans and derive their traces from all of their spans (inside the
+        caller's transaction); returns the traces' spans and the texts inserted."""
+        trace_ids = {t for t, _ in new_spans}
+        # Only traces that may have stored spans are read back; the rest are new.
+        maybe_stored = sorted(t for t in trace_ids if self.known.may_contain(t))
+        by_trace = self.spans_of_traces(maybe_stored) if maybe_stored else {}
+        for (trace_id, span_id), span in new_spans.items():
+            by_trace.setdefault(trace_id, {}).setdefault(span_id, span)
+        texts: dict[str, str] = {}
+        if new_spans:
+            span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, by_trace)
+            self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
+            self._insert_texts(texts)
+        if by_trace:
+            self._derive(by_trace, maybe_stored, rows, received_at, stats)
+        return by_trace, texts
+
+    def _insert_texts(self, texts: dict[str, str]) -> None:
+        if texts:
+            self._insert("_texts", pa.table({"text_hash": list(texts), "text": list(texts.values())}),
+                         sqlfiles.query("insert_texts"))
+
+    def apply(self, prepared: Prepared, jobs: Sequence[WriteJob]) -> WriteStats:
+        """Store what a worker prepared from these jobs' raw exports (collector/storage/
+        derive.py) in one transaction, and take the exports out of the intake log.
+
+        A trace that may have stored spans already (split across exports, or sent again) is
+        not taken from the worker: its spans are read from the raw exports here and stored
+        and derived as ``write`` does, with all of the trace's spans. Request and outcome
+        ids are given here, in order."""
+        with self.lock:
+            return self._apply(prepared, jobs)
+
+    def _apply(self, prepared: Prepared, jobs: Sequence[WriteJob]) -> WriteStats:
+        stats = WriteStats(spans=prepared.spans, traces=len(prepared.trace_ids),
+                           normalize_errors=list(prepared.normalize_errors))
+        stored = {t for t in prepared.trace_ids if self.known.may_contain(t)}
+        conn = self.conn
+        texts = self.encoder.unstored(prepared.texts)
+        rows = Rows(hashes=self._content_hash)
+        tables = dict(prepared.tables)
+        span_rows = prepared.span_rows
+        split: dict[tuple[str, str], SpanRecord] = {}
+        if stored:
+            for i in sorted({i for t in stored for i in prepared.trace_exports.get(t, ())}):
+                raw = jobs[i].raw
+                assert raw is not None
+                for s in spans_of_raw(raw):
+                    if s.trace_id in stored:
+                        split.setdefault((s.trace_id, s.span_id), s)
+            if span_rows is not None:
+                keep = [t not in stored for t in span_rows.column("trace_id").to_pylist()]
+                span_rows = span_rows.filter(pa.array(keep, pa.bool_()))
+                # only the texts the kept rows reference: the others come with the split spans
+                referenced = set(pc.list_flatten(span_rows.column("text_refs")).to_pylist())
+                texts = {h: t for h, t in texts.items() if h in referenced}
+        split_texts: dict[str, str] = {}
+        with transaction(conn):
+            if span_rows is not None and span_rows.num_rows:
+                self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
+            self._insert_texts(texts)
+            if split:
+                _, split_texts = self._store_and_derive(split, rows, prepared.received_at, stats)
+            if tables:
+                tables = self._number(tables, stored)
+                stats.requests += tables["requests"].num_rows
+                chunk_texts = tables["chunk_texts"]
+                known = self._chunk_texts_stored
+                if known and chunk_texts.num_rows:
+                    keep = [h not in known for h in chunk_texts.column("text_hash").to_pylist()]
+                    tables["chunk_texts"] = chunk_texts.filter(pa.array(keep))
+                for table, data in tables.items():
+                    if data.num_rows:
+                        self._insert("_rows", data, sqlfiles.query(f"insert_{table}"))
+            chunk_texts_new = self._new_chunk_texts(rows)
+            self._append(rows)
+            refresh_evidence(conn, prepared.trace_ids)
+            export_ids = [job.export_id for job in jobs if job.export_id is not None]
+            if export_ids:
+                conn.execute(sqlfiles.query("delete_intake_log"), {"export_ids": export_ids})
+        self.known.add(prepared.trace_ids)
+        self.encoder.committed(texts)
+        self.encoder.committed(split_texts)
+        self._chunk_texts_stored.update(chunk_texts_new)
+        if tables:
+            self._chunk_texts_stored.update(tables["chunk_texts"].column("text_hash").to_pylist())
+        return stats
+
+    def _number(self, tables: dict[str, pa.Table], stored: set[str]) -> dict[str, pa.Table]:
+        """The prepared rows less those of ``stored`` traces, with the store's next request
+        and outcome ids in place of the local ones."""
+        requests = tables["requests"]
+        traces = requests.column("trace_id").to_pylist()
+        local = requests.column("request_id").to_pylist()
+        ids: dict[int, int] = {}
+        for i, t in zip(local, traces):
+            if t not in stored:
+                ids[i] = self._next_request_id
+                self._next_request_id += 1
+        out = dict(tables)
+        for name in ("requests", "chunks", "placements"):
+            out[name] = _renumbered(tables[name], "request_id", ids)
+        if stored:  # the texts of the chunks kept, not of those dropped with their traces
+            texts = out["chunk_texts"]
+            out["chunk_texts"] = texts.filter(pc.is_in(texts.column("text_hash"),
+                                                       out["chunks"].column("text_hash")))
+        outcomes = tables["outcomes"]
+        if outcomes.num_rows:
+            oids = {i: self._take_outcome_id() for i, t in
+                    zip(outcomes.column("outcome_id").to_pylist(),
+                        outcomes.column("trace_id").to_pylist()) if t not in stored}
+            out["outcomes"] = _renumbered(outcomes, "outcome_id", oids)
+        return out
 
     def forget_texts(self) -> None:
         """Forget which texts are stored (after texts were deleted)."""
@@ -297,7 +426,7 @@ class Store:
         with self.lock, transaction(self.conn):
             by_trace = self.spans_of_traces(trace_ids)
             stats.traces = len(by_trace)
-            rows = Rows(hash_cache=self._hash_cache)
+            rows = Rows(hashes=self._content_hash)
             self._derive(by_trace, trace_ids, rows, datetime.now(UTC), stats)
             self._append(rows)
             refresh_evidence(self.conn, by_trace)

@@ -8,6 +8,13 @@ each group the writer reports the last export id it derived to ``on_derived``. W
 queue is full, ``submit`` raises QueueFull at once and the caller asks the client to retry.
 A job that fails is retried alone so one bad job never fails the ones committed with it.
 
+With a DerivePool (collector/storage/derive.py) the derive step runs in two threads and the
+pool's processes: the dispatch thread takes a group of acknowledged exports and hands their
+raw bytes to a worker, which decodes, normalizes and builds the rows; the apply thread
+stores each group's rows in the order the groups were taken (Store.apply). A group that
+holds anything else (outcomes, a ``--no-text`` export), or whose worker fails, is derived
+in the apply thread from the spans in hand, as without a pool.
+
 A caller may stop waiting (a gRPC deadline passes, a client hangs up) and cancel its Future:
 the job is still committed, its answer dropped. Nothing a caller does can stop the thread;
 ``alive`` says whether it runs, and the health endpoint reports "not ready" when it does not.
@@ -15,6 +22,7 @@ the job is still committed, its answer dropped. Nothing a caller does can stop t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -25,6 +33,7 @@ from dataclasses import dataclass
 
 from midtrace.collector.storage.threads import STOP, settle, stop, take_group
 from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error
+from midtrace.collector.storage.derive import DerivePool, Prepared, spans_of_raw
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
 
 log = logging.getLogger(__name__)
@@ -41,37 +50,66 @@ class WriterCounters:
     requests: int = 0
     commits: int = 0
     failed_jobs: int = 0
+    worker_jobs: int = 0  # jobs whose rows a derive worker made
     normalize_errors: int = 0
     last_error: str | None = None
 
 
 STORAGE_RETRY_SECONDS = 0.5
+POOL_BATCH_SPANS = 4_000  # spans per worker task: small enough to keep the workers and the
+# apply thread busy at once, large enough to share one commit among many exports
+
+MAX_POOL_RESTARTS = 3  # worker pools started again after one died, before giving up on them
+
+Batch = list[tuple[WriteJob, "Future[WriteStats]"]]
+
+
+def _decoded(batch: Batch) -> Batch:
+    """The batch with the spans of every export that came undecoded (see Intake.export)."""
+    out = []
+    for job, fut in batch:
+        if job.raw is not None and not job.spans and job.count:
+            try:
+                job = dataclasses.replace(job, spans=spans_of_raw(job.raw))
+            except Exception as e:  # checked at intake already: a bug, not bad input
+                log.error("intake log entry %s cannot be read again: %s", job.export_id, e)
+        out.append((job, fut))
+    return out
 
 
 class Writer:
     def __init__(self, store: Store, max_queue: int = 256, max_batch_spans: int = 20_000,
                  on_derived: Callable[[int], None] | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+                 on_fatal: Callable[[BaseException], None] | None = None,
+                 pool: DerivePool | None = None) -> None:
         self.store = store
+        self.pool = pool
+        self.pool_restarts = 0
         self.on_derived = on_derived
         self.on_fatal = on_fatal  # DuckDB invalidated the database: someone must reopen it
         self.max_batch_spans = max_batch_spans
         self.counters = WriterCounters()
         self._queue: queue.Queue[tuple[WriteJob, Future[WriteStats]] | object] = queue.Queue(max_queue)
+        # groups taken, in order, each with its worker's Future (None: derive in the thread)
+        self._taken: queue.Queue[tuple[Batch, Future[Prepared] | None] | object] = queue.Queue(
+            (pool.workers + 1) if pool else 1)
+        self._dispatcher = threading.Thread(target=self._run_dispatch, name="midtrace-writer-dispatch",
+                                            daemon=True)
         self._thread = threading.Thread(target=self._run, name="midtrace-writer", daemon=True)
         self._closed = False
 
     def start(self) -> Writer:
+        self._dispatcher.start()
         self._thread.start()
         return self
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._dispatcher.is_alive() and self._thread.is_alive()
 
     @property
     def depth(self) -> int:
-        return self._queue.qsize()
+        return self._queue.qsize() + self._taken.qsize()
 
     @property
     def capacity(self) -> int:
@@ -101,36 +139,103 @@ class Writer:
         if self._closed:
             return
         self._closed = True
-        stop(self._queue, self._thread, timeout)
+        deadline = time.monotonic() + timeout
+        stop(self._queue, self._dispatcher, timeout)
+        if not self._dispatcher.is_alive():  # it passed STOP on to the apply thread
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self.pool is not None:
+            self.pool.close()
         self.store.close()
+
+    def _run_dispatch(self) -> None:
+        try:
+            self._dispatch()
+        except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
+            self.counters.last_error = f"writer stopped: {e!r}"
+            log.exception("the writer's dispatch thread stopped")
 
     def _run(self) -> None:
         try:
-            self._loop()
+            self._apply_loop()
         except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
             self.counters.last_error = f"writer stopped: {e!r}"
             log.exception("the writer thread stopped")
 
-    def _loop(self) -> None:
+    def _dispatch(self) -> None:
+        limit = min(self.max_batch_spans, POOL_BATCH_SPANS) if self.pool else self.max_batch_spans
         while True:
             item = self._queue.get()
             if item is STOP:
+                self._taken.put(STOP)
                 return
             n_spans = 0
 
-            def room(batch: list[tuple[WriteJob, Future[WriteStats]]]) -> bool:
+            def room(batch: Batch) -> bool:
                 nonlocal n_spans
-                n_spans += len(batch[-1][0].spans)
-                return n_spans < self.max_batch_spans
+                n_spans += batch[-1][0].size
+                return n_spans < limit
 
             batch, stopping = take_group(self._queue, item, room)
-            self._commit(batch)
-            export_ids = [job.export_id for job, _ in batch  # type: ignore[misc]
-                          if job.export_id is not None]
+            self._taken.put((batch, self._to_worker(batch)))
+            if stopping:
+                self._taken.put(STOP)
+                return
+
+    def _to_worker(self, batch: Batch) -> Future[Prepared] | None:
+        """A worker's Future for the group, when a worker can derive all of it."""
+        if self.pool is None or any(job.raw is None or job.outcomes for job, _ in batch):
+            return None
+        try:
+            return self.pool.submit([job.raw for job, _ in batch if job.raw is not None],
+                                    self.store.keep_text)
+        except Exception as e:  # a worker died (killed, out of memory): start them again
+            self._restart_pool(e)
+            return None  # this group is derived in the writer thread
+
+    def _restart_pool(self, error: Exception) -> None:
+        assert self.pool is not None
+        workers = self.pool.workers
+        try:
+            self.pool.close()
+        except Exception:  # a broken pool may say so again on the way out
+            pass
+        self.pool = None
+        if self.pool_restarts >= MAX_POOL_RESTARTS:
+            log.error("derive workers are gone (%s), restarted %d times already; deriving in "
+                      "the writer thread from now on", error, self.pool_restarts)
+            return
+        self.pool_restarts += 1
+        log.error("derive workers are gone (%s); starting them again", error)
+        try:
+            self.pool = DerivePool(workers)
+        except Exception as e:
+            log.error("derive workers cannot start (%s); deriving in the writer thread", e)
+
+    def _apply_loop(self) -> None:
+        while True:
+            item = self._taken.get()
+            if item is STOP:
+                return
+            batch, prepared = item  # type: ignore[misc]
+            if prepared is None or not self._commit_prepared(batch, prepared):
+                self._commit(_decoded(batch))
+            export_ids = [job.export_id for job, _ in batch if job.export_id is not None]
             if export_ids and self.on_derived is not None:
                 self.on_derived(max(export_ids))
-            if stopping:
-                return
+
+    def _commit_prepared(self, batch: Batch, prepared: Future[Prepared]) -> bool:
+        """Store what the worker made of the group; False when it must be derived here."""
+        try:
+            stats = self.store.apply(prepared.result(), [job for job, _ in batch])
+        except Exception as e:
+            log.warning("worker-derived group of %d exports not stored (%s); deriving it here",
+                        len(batch), first_line(e))
+            return False
+        self._count(stats, len(batch))
+        self.counters.worker_jobs += len(batch)
+        for _, fut in batch:
+            settle(fut, stats)
+        return True
 
     def _commit(self, batch: list[tuple[WriteJob, Future[WriteStats]]]) -> None:
         started = time.perf_counter()

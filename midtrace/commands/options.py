@@ -153,6 +153,11 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
                      default=DEFAULT_QUEUE_SIZE, type=click.IntRange(1, 100_000),
                      help="Export batches the writer may hold before answering 503 Retry-After "
                           "(UNAVAILABLE over gRPC)."),
+        click.option("--derive-workers", envvar="MIDTRACE_DERIVE_WORKERS", show_envvar=True,
+                     default=None, type=click.IntRange(0, 64),
+                     help="Worker processes that derive rows from acknowledged exports "
+                          "[default: the cores but one, at least 1]; 0 derives in the writer "
+                          "thread."),
         click.option("--no-text", envvar="MIDTRACE_NO_TEXT", show_envvar=True, is_flag=True,
                      help="Store no free text from the traces (questions, answers, prompts, "
                           "documents, tool calls, notes): ids, labels, numbers, offsets and "
@@ -175,7 +180,7 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
 
 
 def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, token: str | None,
-                        max_body_mb: int, queue_size: int, no_text: bool,
+                        max_body_mb: int, queue_size: int, derive_workers: int | None, no_text: bool,
                         forward: tuple[str, ...], forward_header: tuple[str, ...],
                         forward_queue: int) -> CollectorSettings:
     """Check the collector's options and build its settings; usage errors exit 2."""
@@ -196,6 +201,7 @@ def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, toke
             fail(str(e), EXIT_USAGE)
     settings = CollectorSettings(db=str(db), host=host, http_port=http_port,
                                  max_body_bytes=max_body_mb * 1024 * 1024, queue_size=queue_size,
+                                 derive_workers=derive_workers,
                                  grpc_port=grpc_port, token=token, keep_text=not no_text,
                                  forward=forward, forward_headers=headers,
                                  forward_queue=forward_queue)

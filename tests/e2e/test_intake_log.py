@@ -3,6 +3,7 @@ even across a crash, and a reader asking for fresh data waits for it."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -70,7 +71,9 @@ def test_fresh_reads_wait_until_every_acknowledged_export_is_derived(tmp_path: P
     finally:
         proc.stop()
     assert fresh["total"] == 40 * 20
-    assert health["derivation"] == {"pending_exports": 0, "oldest_pending_seconds": 0.0}
+    assert health["derivation"] == {"pending_exports": 0, "oldest_pending_seconds": 0.0,
+                                    "workers": max(1, (os.cpu_count() or 1) - 1),
+                                    "exports_by_workers": 40, "worker_restarts": 0}
     assert bad.status_code == 400 and "fresh must be 0 or 1" in bad.json()["error"]
 
 
@@ -122,3 +125,43 @@ def test_a_log_opened_again_goes_on_counting(tmp_path: Path) -> None:
     log.close()
     again.close()
     store.close()
+
+
+def derive_workers_of(pid: int) -> list[int]:
+    """The collector's derive worker processes (its spawned children, not the resource
+    tracker multiprocessing also starts)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if ppid == pid and b"spawn_main" in cmdline:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_a_dead_derive_worker_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "worker.duckdb"
+    proc = start_collector(db, tmp_path / "log", "--derive-workers", "1")
+    try:
+        workers = derive_workers_of(proc.process.pid)
+        assert len(workers) == 1, workers
+        with httpx.Client(base_url=proc.url, timeout=30) as http:
+            for i in range(5):
+                assert http.post("/v1/traces", content=export_body(f"before{i}-", 10),
+                                 headers={"content-type": PROTOBUF}).status_code == 200
+            os.kill(workers[0], signal.SIGKILL)  # killed, as the OOM killer would
+            for i in range(5):
+                assert http.post("/v1/traces", content=export_body(f"after{i}-", 10),
+                                 headers={"content-type": PROTOBUF}).status_code == 200
+            found = http.get("/api/v1/requests", params={"fresh": "1", "limit": "1"}).json()
+            health = http.get("/healthz").json()
+    finally:
+        proc.stop()
+    assert found["total"] == 100
+    assert health["status"] == "ready"
+    assert health["derivation"]["worker_restarts"] == 1
+    assert health["derivation"]["workers"] == 1
+    assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]

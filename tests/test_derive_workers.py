@@ -1,0 +1,102 @@
+"""Rows derived by worker processes equal rows derived in the writer thread.
+
+The bundled sample traces (midtrace's own conventions and a recorded LangChain run through
+OpenInference) are split so every trace arrives in two exports, the second half after the
+first is stored: the path for split traces runs for every one of them. One store derives
+them in the writer thread from the spans (as ``ingest`` does), another through a Writer
+with a real DerivePool from the raw exports (as the collector does); every table must come
+out the same, ids and arrival times aside.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from midtrace.collector.intake.otlp import json_spans, load_json, records_to_request
+from midtrace.collector.receive.bodies import PROTOBUF, check_spans
+from midtrace.collector.storage.derive import DerivePool
+from midtrace.collector.storage.intake_log import RawExport
+from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.storage.writer import Writer
+from midtrace.demo import sample_files
+from midtrace.schemas.span import SpanRecord
+
+LINES_PER_FILE = 6  # exports of each sample file: enough traces of every kind, quick to run
+
+# Each table without what depends on arrival (ids, times), keyed so rows compare by trace.
+TABLES = {
+    "requests": "SELECT * EXCLUDE (request_id) FROM requests ORDER BY ALL",
+    "chunks": "SELECT r.trace_id, c.* EXCLUDE (request_id) FROM chunks c JOIN requests r USING "
+              "(request_id) ORDER BY ALL",
+    "placements": "SELECT r.trace_id, p.* EXCLUDE (request_id) FROM placements p JOIN requests r "
+                  "USING (request_id) ORDER BY ALL",
+    "outcomes": "SELECT * EXCLUDE (outcome_id, received_at) FROM outcomes ORDER BY ALL",
+    "spans": "SELECT * EXCLUDE (received_at) FROM spans ORDER BY ALL",
+    "texts": "SELECT * FROM texts ORDER BY ALL",
+    "chunk_texts": "SELECT * FROM chunk_texts ORDER BY ALL",
+    "request_evidence": "SELECT * EXCLUDE (request_id) FROM request_evidence ORDER BY ALL",
+}
+
+
+def sample_exports() -> list[list[SpanRecord]]:
+    out = []
+    for path in sample_files():
+        if "outcomes" in path.name:
+            continue
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in itertools.islice(f, LINES_PER_FILE):
+                out.append(check_spans(list(json_spans(load_json(line)))).accepted)
+    return out
+
+
+def halves(exports: list[list[SpanRecord]]) -> tuple[list[list[SpanRecord]], list[list[SpanRecord]]]:
+    """Every export cut in two by span, so each trace of it is split between the halves."""
+    return [e[0::2] for e in exports], [e[1::2] for e in exports]
+
+
+def snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
+
+
+@pytest.fixture(scope="module")
+def split_exports() -> tuple[list[list[SpanRecord]], list[list[SpanRecord]]]:
+    first, second = halves(sample_exports())
+    assert sum(map(len, first)) > 500, "too few sample spans to prove anything"
+    return first, second
+
+
+def test_workers_derive_what_the_writer_thread_derives(
+        tmp_path: Path, split_exports: tuple[list[list[SpanRecord]], list[list[SpanRecord]]]) -> None:
+    first, second = split_exports
+    in_thread = tmp_path / "thread.duckdb"
+    store = Store.open(in_thread)
+    for part in (first, second):
+        store.write([WriteJob(spans=spans) for spans in part if spans])
+    store.close()
+
+    in_workers = tmp_path / "workers.duckdb"
+    writer = Writer(Store.open(in_workers), pool=DerivePool(1)).start()
+    export_id = itertools.count(1)
+    for part in (first, second):  # the second half only once the first is stored
+        futures = [writer.submit(WriteJob(
+            raw=RawExport(records_to_request(spans).SerializeToString(), PROTOBUF),
+            count=len(spans), export_id=next(export_id))) for spans in part if spans]
+        stats = [f.result(120) for f in futures]
+        assert not any(s.normalize_errors for s in stats)
+    assert writer.counters.failed_jobs == 0
+    assert writer.counters.worker_jobs == next(export_id) - 1, "some exports bypassed the workers"
+    writer.close()
+
+    expected, got = snapshot(in_thread), snapshot(in_workers)
+    assert len(expected["requests"]) > 100
+    for name in TABLES:
+        extra = sorted(set(map(repr, got[name])) ^ set(map(repr, expected[name])))
+        assert got[name] == expected[name], f"{name} differs: {len(got[name])} vs {len(expected[name])}; {extra[:2]}"
