@@ -14,12 +14,16 @@ real OTel SDK and encoded with the SDK's own OTLP encoder in batches of 50 reque
 A separate process sends the batches over several keep-alive connections. Reported: requests/s
 and spans/s from the first byte sent to the last acknowledgement (the collector answers once
 an export is durable in its intake log), and to the moment everything acknowledged is
-derived (a ``fresh=1`` read returns); CPU per request of the collector and of the sender; the decode-only cost per request measured in this process, the collector's peak
-RSS, and database bytes per request.
+derived (a ``fresh=1`` read returns); CPU per request of the collector with its derive
+workers (counted from the moment it is ready: start-up is not ingest) and of the sender; the
+decode-only cost per request measured in this process; peak RSS summed over the collector
+and its workers; and database bytes per request.
 
     .venv/bin/python bench/ingest.py                      # both runs, 20,000 requests each
     .venv/bin/python bench/ingest.py --requests 5000 --run own
     .venv/bin/python bench/ingest.py --profile own        # cProfile of the write path in-process
+    .venv/bin/python bench/ingest.py --derive-workers 0,1 # the writer thread alone vs a worker
+    .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb  # into a 1M-request file
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import os
 import pickle
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -313,7 +318,8 @@ def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[lis
 
 def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
              workdir: Path, cache: Path | None = None, checkout: Path = ROOT,
-             label: str = "this checkout", derive_workers: int | None = None) -> dict[str, Any]:
+             label: str = "this checkout", derive_workers: int | None = None,
+             into: Path | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
@@ -326,6 +332,15 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     del batches
     db = workdir / f"{run}-{re.sub(r'[^A-Za-z0-9]+', '-', label)}.duckdb"
     db.unlink(missing_ok=True)
+    base_size, base_counts = 0, (0, 0)
+    if into is not None:  # a file that already holds many requests (e.g. bench/views.py's)
+        shutil.copyfile(into, db)
+        base_size = db.stat().st_size
+        import duckdb
+
+        with duckdb.connect(str(db), read_only=True) as conn:
+            base_counts = (conn.execute("SELECT count(*) FROM spans").fetchone()[0],  # type: ignore[index]
+                           conn.execute("SELECT count(*) FROM requests").fetchone()[0])  # type: ignore[index]
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     collector = subprocess.Popen(
         [python, "-m", "midtrace", "collector", "--db", str(db), "--http-port", "0",
@@ -337,6 +352,8 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     match = re.search(r"http://([\d.]+):(\d+)", line)
     assert match, f"collector did not start: {line!r}"
     host, port = match[1], int(match[2])
+    # start-up (migrations, the derive workers' imports) is not ingest: count from here
+    collector_cpu_at_start = cpu_seconds(collector.pid)
     results: Any = mp.get_context("spawn").Queue()
     sender = mp.get_context("spawn").Process(target=send_all,
                                              args=(str(batch_file), host, port, connections, results))
@@ -344,7 +361,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     outcome = results.get()
     sender.join()
     rss = peak_rss_mb(collector.pid)
-    collector_cpu = cpu_seconds(collector.pid)
+    collector_cpu = cpu_seconds(collector.pid) - collector_cpu_at_start
     collector.terminate()
     collector.wait(60)
     import duckdb
@@ -352,7 +369,9 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     with duckdb.connect(str(db), read_only=True) as conn:
         ((stored_spans,),) = conn.execute("SELECT count(*) FROM spans").fetchall()
         ((stored_requests,),) = conn.execute("SELECT count(*) FROM requests").fetchall()
-    size = sum(p.stat().st_size for p in workdir.glob(db.name + "*"))
+    stored_spans -= base_counts[0]
+    stored_requests -= base_counts[1]
+    size = sum(p.stat().st_size for p in workdir.glob(db.name + "*")) - base_size
     seconds = outcome["last"] - outcome["first"]
     derived_seconds = outcome["derived"] - outcome["first"]
     return {
@@ -469,6 +488,9 @@ def main() -> None:
     parser.add_argument("--derive-workers", type=lambda v: [int(x) for x in v.split(",")],
                         help="run this checkout once per value of the collector's "
                              "--derive-workers, alternating, e.g. 0,1")
+    parser.add_argument("--into", type=Path,
+                        help="start every run from a copy of this store, e.g. the 1M-request "
+                             "file bench/views.py builds, to see how a full file slows ingest")
     parser.add_argument("--phoenix-pid", type=int, help="Phoenix's process id, for its CPU and RSS")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
@@ -489,7 +511,8 @@ def main() -> None:
                 seed = args.seed + k
                 for checkout, label, workers in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
-                                            seed, Path(tmp), args.cache, checkout, label, workers))
+                                            seed, Path(tmp), args.cache, checkout, label, workers,
+                                            args.into))
                 if args.phoenix:
                     results.append(phoenix_once(r, args.requests, args.connections, seed,
                                                 Path(tmp), args.phoenix, args.phoenix_pid,

@@ -1,7 +1,7 @@
 """The sidebar filters, kept in the URL so that a link reproduces the view.
 
 Keys are the query API's filter keys (since, until, service, model, template, strategy,
-context_bucket, traffic). The select boxes are bound to the URL by Streamlit itself
+context_bucket, traffic, grader). The select boxes are bound to the URL by Streamlit itself
 (``bind="query-params"``). The time range is written to the URL on every run, even when it is
 the default, because its default moves with the newest data: a link must keep its weeks.
 ``until`` is an inclusive date in the URL, as a reader expects; the query gets the day after.
@@ -24,6 +24,14 @@ TRAFFIC_NOTES = {
                   "are left out; switch Traffic to see them).",
     "experiment": "Counting experiment traffic only: sweeps and replays.",
     "all": "Counting all traffic: production and experiments together.",
+}
+GRADERS = ("all", "person", "references", "judge")
+GRADER_NOTES = {
+    "all": "Grades from every grader count: a person's over the reference answers' over the "
+           "LLM judge's.",
+    "person": "Only a person's grades count; requests no person graded show as ungraded.",
+    "references": "Only the reference answers' grades count (midtrace grade --references).",
+    "judge": "Only the LLM judge's grades count (midtrace grade --judge-model).",
 }
 SHOWN = {"model": labels.model, "template": labels.template}  # how an option reads
 SELECT_KEYS = ("service", "model", "template", "strategy", "context_bucket")
@@ -113,6 +121,13 @@ def sidebar(facets: dict[str, Any]) -> dict[str, str]:
                                     "experiments are sweeps and replays.")
         if traffic and traffic != "production":
             params["traffic"] = str(traffic)
+        # the options as the query API spells them: the URL carries the shown value
+        grader = st.selectbox("Grades", GRADERS, index=0, key="grader", bind="query-params",
+                              help="Whose grades count: all (a person's over the reference "
+                                   "answers' over the LLM judge's), person, references "
+                                   "(midtrace grade --references) or judge (the LLM judge).")
+        if grader and grader != "all":
+            params["grader"] = str(grader)
         for key in SELECT_KEYS:
             options = _options(facets, key)
             if not options and key != "context_bucket":
@@ -149,8 +164,9 @@ def current() -> dict[str, str]:
 
 
 def traffic_note(default: str = "production") -> str:
-    """The sentence a page shows under its title: which traffic it counts."""
-    return TRAFFIC_NOTES[current().get("traffic", default)]
+    """The sentences a page shows under its title: which traffic and whose grades it counts."""
+    return (TRAFFIC_NOTES[current().get("traffic", default)] + " "
+            + GRADER_NOTES[current().get("grader", "all")])
 
 
 def inspect_link(trace_id: str) -> str:

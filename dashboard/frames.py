@@ -126,6 +126,22 @@ def constraint_recall(required: Iterable[Any], recalled: Iterable[Any] | None) -
     return pd.DataFrame({"constraint": names, "recalled": [n in kept for n in names]})
 
 
+GRADE_COLUMNS = ("grader", "reviewer", "correct", "score", "decisive_chunk_ids", "note", "time",
+                 "received_at")
+
+
+def grades(outcomes: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Every outcome received for one request, one row each, newest first: who graded
+    (``grader``, NULL read as person) and what they said. A judge's row with no ``correct``
+    is a judge error (its note says why), not a grade (docs/grading.md)."""
+    rows = [{c: o.get(c) for c in GRADE_COLUMNS} for o in outcomes]
+    for row in rows:
+        row["grader"] = row["grader"] or "person"
+        if isinstance(row["decisive_chunk_ids"], (list, tuple)):
+            row["decisive_chunk_ids"] = ", ".join(map(str, row["decisive_chunk_ids"]))
+    return pd.DataFrame(rows[::-1], columns=list(GRADE_COLUMNS))
+
+
 def arrivals(moves: pd.DataFrame) -> list[str]:
     """One line per slice that is new this week or had no graded traffic in it (slice_moves
     rows of kind ``new`` or ``vanished``): a new template is what a reviewer must see."""

@@ -33,10 +33,11 @@ class Thresholds:
 @dataclass(frozen=True)
 class Check:
     name: str
-    threshold: float
+    threshold: float | None
     value: float | None
     verdict: Verdict
     detail: str
+    compared: str = "threshold"  # what ``threshold`` is: a threshold, or a baseline's value
 
     def line(self) -> str:
         if self.value is None:
@@ -45,7 +46,8 @@ class Check:
             shown = str(int(self.value))
         else:
             shown = f"{self.value:.4g}"
-        return f"{self.verdict.upper():8} {self.name:22} {shown:>8}  (threshold {self.threshold:g}) {self.detail}"
+        against = "–" if self.threshold is None else f"{self.threshold:.4g}"
+        return f"{self.verdict.upper():8} {self.name:22} {shown:>8}  ({self.compared} {against}) {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,22 @@ class GateResult:
         lines = [f"*midtrace gate: {'pass' if self.passed else 'FAIL'}* ({chat(judged)})"]
         lines += [f"`{chat(c.line().rstrip())}`" for c in self.checks]
         return "\n".join(lines)
+
+
+def against_baseline(client: Client, baseline: str, candidate: str, strategy: str) -> GateResult:
+    """Judge experiment ``candidate`` against ``baseline`` under ``strategy``
+    (midtrace/gate_baseline.py): a check fails when the candidate is worse beyond its 95%
+    interval, and when there is nothing to compare (no data)."""
+    from midtrace.gate_baseline import compare, read_trials
+
+    changes = compare(read_trials(client, baseline, strategy),
+                      read_trials(client, candidate, strategy))
+    checks = []
+    for c in changes:
+        verdict: Verdict = ("no data" if c.low is None else "fail" if c.worse else "pass")
+        checks.append(Check(c.name, c.baseline, c.candidate, verdict,
+                            f"{candidate} vs {baseline}, {strategy}: {c.detail}", "baseline"))
+    return GateResult(checks)
 
 
 def _value(frame: pd.DataFrame, column: str) -> Any:

@@ -64,6 +64,10 @@ SECTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "unsupported_confidence": ("unsupported_confidence", (
         "graded", "graded_with_evidence_and_confidence", "unsupported", "unsupported_buried",
         "unsupported_rate")),
+    "judge_agreement": ("judge_agreement", (
+        "n", "both_correct", "person_only_correct", "judge_only_correct", "both_wrong", "agree",
+        "agreement", "agreement_ci_low", "agreement_ci_high", "kappa", "kappa_ci_low",
+        "kappa_ci_high")),
     "retrieval": ("retrieval_quality", (
         "requests", "retrieval_hit_rate", "retrieval_mrr", "retrieval_ndcg", "prompt_hit_rate",
         "prompt_mrr", "prompt_ndcg")),
@@ -103,6 +107,7 @@ def build_report(client: Client, filters: Filters = Filters(),
         "generated_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "filters": filters.to_params(),
         "traffic": filters.effective_traffic(),
+        "graders": filters.grader or "all",
         "group_by": group_by,
     }
     overall = client.view("overview", filters)

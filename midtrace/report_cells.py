@@ -24,6 +24,7 @@ TITLES = {
     "constraint_recall": "Constraint recall by context length", "sweep": "Sweep experiments",
     "sweep_conditions": "Sweep conditions", "unsupported_confidence": "Unsupported confidence",
     "retrieval": "Retrieval context",
+    "judge_agreement": "Judge calibration: a person and the LLM judge on the same requests",
 }
 
 COLUMN_NAMES = {
@@ -62,15 +63,21 @@ COLUMN_NAMES = {
     "retrieval_hit_rate": "Retrieval hit rate", "retrieval_mrr": "Retrieval MRR",
     "retrieval_ndcg": "Retrieval nDCG", "prompt_hit_rate": "Prompt hit rate",
     "prompt_mrr": "Prompt MRR", "prompt_ndcg": "Prompt nDCG",
+    "both_correct": "Both say correct", "person_only_correct": "Only the person says correct",
+    "judge_only_correct": "Only the judge says correct", "both_wrong": "Both say wrong",
+    "agree": "Agree", "agreement": "Agreement", "agreement_ci_low": "Agreement 95% CI low",
+    "agreement_ci_high": "Agreement 95% CI high", "kappa": "Cohen's kappa",
+    "kappa_ci_low": "Kappa 95% CI low", "kappa_ci_high": "Kappa 95% CI high",
 }
 
 SHARES = {"accuracy", "ci_low", "ci_high", "buried_rate", "citation_alignment", "share",
           "alignment", "noncanonical_share", "recall", "omission_rate", "absent_accuracy",
           "buried_failure_rate", "answer_consistency", "unsupported_rate", "retrieval_hit_rate",
-          "prompt_hit_rate"}
+          "prompt_hit_rate", "agreement", "agreement_ci_low", "agreement_ci_high"}
 POINTS = {"accuracy_change", "buried_rate_change", "citation_alignment_change",
           "alignment_change", "noncanonical_share_change", "sensitivity_delta"}
-SCORES = {"retrieval_mrr", "retrieval_ndcg", "prompt_mrr", "prompt_ndcg"}
+SCORES = {"retrieval_mrr", "retrieval_ndcg", "prompt_mrr", "prompt_ndcg", "kappa",
+          "kappa_ci_low", "kappa_ci_high"}
 TIMES = {"first_time", "last_time"}
 MINUS = "\u2212"  # a real minus sign: "−3.0 pts" is a number to a reader, text to a spreadsheet
 
@@ -126,7 +133,8 @@ def numeric(column: str) -> bool:
         "citing_noncanonical", "instead_of_decisive", "required", "recalled", "omitting",
         "absent_n", "conditions", "cases", "buried_eligible_cases", "buried_failure_cases",
         "consistency_cases", "consistent_cases", "graded_with_evidence_and_confidence",
-        "unsupported", "unsupported_buried"}
+        "unsupported", "unsupported_buried", "both_correct", "person_only_correct",
+        "judge_only_correct", "both_wrong", "agree"}
 
 
 def table(rows: list[dict[str, Any]], columns: list[str] | None = None
@@ -148,6 +156,29 @@ def traffic_sentence(traffic: str) -> str:
                           "sections count the experiments.",
             "experiment": "Counts experiment traffic only (sweeps and replays).",
             "all": "Counts all traffic, production and experiments together."}[traffic]
+
+
+def graders_sentence(graders: str) -> str:
+    """Whose grades the report counts (docs/grading.md, "Whose grades count"), said once."""
+    return {"all": "Counts every grade: a person's over the references' over the judge's.",
+            "person": "Counts a person's grades only (grader=person).",
+            "references": "Counts the reference answers' grades only (grader=references).",
+            "judge": "Counts the LLM judge's grades only (grader=judge)."}[graders]
+
+
+def calibration_sentence(rows: list[dict[str, Any]]) -> str:
+    """The judge's calibration in one sentence (docs/grading.md, "Judge calibration"); empty
+    when no request has both a person's and the judge's grade."""
+    row = rows[0] if len(rows) == 1 else None
+    if not row or not row.get("n"):
+        return ""
+    kappa = ("Cohen's kappa undefined (every grade the same)" if row.get("kappa") is None else
+             f"Cohen's kappa {row['kappa']:.2f} ({row['kappa_ci_low']:.2f} to "
+             f"{row['kappa_ci_high']:.2f})").replace("-", MINUS)
+    return (f"Judge calibration: on the {row['n']:,} requests both a person and the LLM judge "
+            f"graded, they agree on {percent(row['agreement'])} (95% CI "
+            f"{percent(row['agreement_ci_low'])} to {percent(row['agreement_ci_high'])}); "
+            f"{kappa}.")
 
 
 def where(position: dict[str, Any], k: Any = None) -> str:

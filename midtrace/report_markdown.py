@@ -12,7 +12,7 @@ from typing import Any
 
 from midtrace.report_cells import (
     INCIDENT_HEADER, TITLES, WEEKLY_COLUMNS, incident_row, incidents_sentence, table,
-    traffic_sentence)
+    calibration_sentence, graders_sentence, traffic_sentence)
 
 # what can start emphasis, code, a link or image, strikethrough or a table cell anywhere in a
 # line (the text is always written after a prefix of ours, so line-start syntax cannot apply)
@@ -118,7 +118,10 @@ def _incident_table(header: list[str], body: list[list[str]],
 
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [f"# {title(report)}", "", md_text(scope(report)), "",
-             traffic_sentence(report["traffic"])]
+             traffic_sentence(report["traffic"]) + " "
+             + graders_sentence(report.get("graders", "all"))]
+    if calibration_sentence(report.get("judge_agreement") or []):
+        lines += ["", calibration_sentence(report["judge_agreement"])]
     if method(report):
         lines += ["", method(report)]
     lines += ["", "## Findings", "", *finding_lines(report)]

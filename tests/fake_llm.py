@@ -1,10 +1,16 @@
 """A stand-in for an OpenAI-compatible chat completions endpoint, answering by a rule.
 
-The only stand-in in the sweep tests: no hosted model is reachable from a test. It listens
+The only stand-in in the sweep and judge tests: no hosted model is reachable from a test.
+The judge's tests give it a ``responder`` (tests/test_judge.py) and script failures:
+statuses, delays, malformed contents, refusals, a 400 to ``response_format``. It listens
 on a free loopback port, reads the documents out of the prompt (``Document [i] ...``) and
 answers by a position-dependent rule: it "sees" only the documents at the slots the rule
 names, reports the fact (``ANSWER: ...``) of every decisive document (marked ``KEYFACT``)
 it sees with a citation, and otherwise repeats the first document's text.
+
+The zero-code framework tests also use its completions route (``/v1/completions``, one
+prompt string, for LlamaIndex's completion-style LLM), its reading of LlamaIndex's
+``Source n:`` numbering, and its reply in DSPy's field format when the prompt asks for one.
 """
 
 from __future__ import annotations
@@ -52,9 +58,15 @@ class FakeLLM:
     delay: float = 0.0
     usage_ratio: float | None = None  # report usage.prompt_tokens = chars * ratio
     statuses: list[int] = field(default_factory=list)  # answered, in order, before any 200
+    # the judge's stand-in: the message content from the request body (else the sweep's rule)
+    responder: Callable[[dict], str] | None = None
+    contents: list[str] = field(default_factory=list)  # answered, in order, before the rule's
+    delays: list[float] = field(default_factory=list)  # per call, in order, before `delay`
+    refusals: list[str] = field(default_factory=list)  # `message.refusal`, in order
+    refuse_response_format: bool = False  # answer 400 to a body with response_format
+    bodies: list[dict] = field(default_factory=list)  # each request as sent
     attempts: int = 0
     prompts: list[str] = field(default_factory=list)
-    bodies: list[dict] = field(default_factory=list)  # each request as sent
     replies: list[str] = field(default_factory=list)  # each answer's text as sent back
     url: str = ""
 
@@ -98,29 +110,43 @@ class FakeLLM:
             return 429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"}
         if status != 200:
             return status, {"error": {"message": "injected failure"}}, {}
-        if self.delay:
-            time.sleep(self.delay)
         request = json.loads(body)
+        with self._lock:
+            self.bodies.append(request)
+            delay = self.delays.pop(0) if self.delays else self.delay
+            scripted = self.contents.pop(0) if self.contents else None
+            refusal = self.refusals.pop(0) if self.refusals else None
+        if self.refuse_response_format and "response_format" in request:
+            return 400, {"error": {"message": "response_format is not supported"}}, {}
+        if delay:
+            time.sleep(delay)
         chat = path == "/v1/chat/completions"
         prompt = _text(request["messages"][-1]["content"]) if chat else request["prompt"]
         with self._lock:
             self.prompts.append(prompt)
-            self.bodies.append(request)
-        answer = answer_for(prompt, self.rule)
-        if field := DSPY_FIELD.search(prompt):
-            answer = f"[[ ## {field[1]} ## ]]\n{answer}\n\n[[ ## completed ## ]]"
+        if scripted is not None:
+            content = scripted
+        elif self.responder is not None:
+            content = self.responder(request)
+        else:
+            content = answer_for(prompt, self.rule)
+            if field := DSPY_FIELD.search(prompt):
+                content = f"[[ ## {field[1]} ## ]]\n{content}\n\n[[ ## completed ## ]]"
         with self._lock:
-            self.replies.append(answer)
+            self.replies.append(content)
+        message: dict = {"role": "assistant", "content": None if refusal else content}
+        if refusal:
+            message["refusal"] = refusal
         payload: dict = {"id": "chatcmpl-test", "object": "chat.completion",
                          "model": request["model"],
-                         "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": answer}}]}
+                         "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
         if not chat:  # the completions API: the prompt is one string, the answer a text
             payload.update(id="cmpl-test", object="text_completion", created=0, choices=[
-                {"index": 0, "finish_reason": "stop", "text": answer, "logprobs": None}])
+                {"index": 0, "finish_reason": "stop", "text": content, "logprobs": None}])
         if self.usage_ratio is not None:
             payload["usage"] = {"prompt_tokens": int(len(prompt) * self.usage_ratio),
-                                "completion_tokens": 7}
+                                "completion_tokens": max(len(content) // 4, 1)
+                                if self.responder is not None else 7}
         return 200, payload, {}
 
     def close(self) -> None:

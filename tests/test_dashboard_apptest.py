@@ -91,6 +91,26 @@ def test_model_filter_from_the_url_narrows_the_numbers(
     assert {m.label: m.value for m in at.metric}["Accuracy"] == "40.0%"
 
 
+def test_the_grader_filter_says_whose_grades_count_and_counts_only_those(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    db, fx = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    at = app()
+    assert not at.exception and at.selectbox(key="grader").value == "all"
+    assert any("Grades from every grader count" in c.value for c in at.caption)
+    at = app(grader="person")  # the fixture's grades are all a person's
+    assert {m.label: m.value for m in at.metric}["Accuracy"] == "54.5%"
+    assert any("Only a person's grades count" in c.value for c in at.caption)
+    at = app(grader="judge")  # no judge graded anything: no accuracy to show
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}["Accuracy"] != "54.5%"
+    assert any("Only the LLM judge's grades count" in c.value for c in at.caption)
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.incident).run()
+    assert not at.exception
+    assert any("graded by person" in t.value for t in at.text)
+
+
 def test_position_page_splits_by_model(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
     env.setenv(launch.ENV_DB, str(fixture_db[0]))
     at = app("position")

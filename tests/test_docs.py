@@ -14,9 +14,11 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # they take no environment variable, so a stray MIDTRACE_SINCE cannot silently narrow a report.
 PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter"),
             ("report", "--group-by"), ("report", "--format"), ("report", "--output"),
-            ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"),
-            ("sweep", "--cases"), ("grade", "--since"), ("grade", "--until"),
+            ("gate", "--since"), ("gate", "--until"), ("gate", "--filter"), ("gate", "--cases"),
+            ("gate", "--api-key-env"), ("sweep", "--cases"), ("sweep", "--api-key-env"),
+            ("grade", "--since"), ("grade", "--until"),
             ("grade", "--filter"), ("grade", "--references"), ("grade", "--list-unmatched"),
+            ("grade", "--api-key-env"), ("grade", "--budget-usd"), ("grade", "--follow"),
             ("cases", "--since"), ("cases", "--until"), ("cases", "--filter"),
             ("cases", "--class"), ("cases", "--trace-id"), ("cases", "--references"),
             ("cases", "--output")}

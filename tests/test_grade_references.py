@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from midtrace.client import open_client
+from midtrace.client import Filters, open_client
 from midtrace.references import (
     NOT_RETRIEVED, Reference, grade_answer, parse_references, question_key)
 from midtrace.schemas.model import Chunk, Placement, RagRecord
@@ -232,6 +232,41 @@ def test_grading_again_adds_no_rows_and_changes_nothing(sent: tuple[Proc, list[s
     assert outcome_rows(proc.url, trace_ids) == rows == len(CASES) - 1 + 1  # one each, plus the person's
     with open_client(url=proc.url, fresh=True) as client:
         assert client.view("failure_taxonomy").equals(before)
+
+
+def test_the_grader_filter_counts_one_kind_of_grade(sent: tuple[Proc, list[str], Path]) -> None:
+    proc, trace_ids, references = sent
+    assert grade("--url", proc.url, "--references", str(references)).returncode == 0
+
+    def overview(grader: str | None) -> tuple[int, int]:
+        with open_client(url=proc.url, fresh=True) as client:
+            row = client.view("overview", Filters(grader=grader)).iloc[0]
+        return int(row.graded), int(row.correct)
+
+    # every kind merged: the person's correct wins over the references' wrong
+    assert overview(None) == overview("all") == (11, 6)
+    assert overview("references") == (11, 5)  # the references' own verdicts, the person's too
+    assert overview("person") == (1, 1)
+    assert overview("judge") == (0, 0)
+    with open_client(url=proc.url, fresh=True) as client:
+        listed = client.requests(Filters(grader="person"), limit=100)
+        graded = listed[listed.correct.notna()]
+        assert list(graded.trace_id) == [trace_ids[PERSON_GRADED]]
+        assert list(graded.grader) == ["person"]
+        wrong = client.requests(Filters(grader="references"), taxonomy_class="unused", limit=100)
+        # the person's request too: by the references it is wrong, its answer at slot 1
+        assert set(wrong.trace_id) == {trace_ids[3], trace_ids[PERSON_GRADED]}
+    report = subprocess.run([*MIDTRACE, "report", "--url", proc.url, "--filter", "grader=references",
+                             "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    body = json.loads(report.stdout)
+    assert body["graders"] == "references" and body["filters"]["grader"] == "references"
+    assert (body["overview"][0]["graded"], body["overview"][0]["correct"]) == (11, 5)
+    md = subprocess.run([*MIDTRACE, "report", "--url", proc.url, "--format", "md"],
+                        capture_output=True, text=True, timeout=120)
+    assert "Counts every grade: a person's over the references' over the judge's." in md.stdout
+    bad = httpx.get(f"{proc.url}/api/v1/views/overview", params={"grader": "robot"}, timeout=10)
+    assert bad.status_code == 400 and "grader 'robot' is not one of" in bad.json()["error"]
 
 
 def test_bad_references_file_grades_nothing(sent: tuple[Proc, list[str], Path], tmp_path: Path) -> None:

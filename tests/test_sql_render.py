@@ -34,8 +34,9 @@ EVERY_FILTER = reads.Filters(
     model="m", template="t", strategy="edge", experiment="e", context_bucket="<4k")
 NO_EXPERIMENT = reads.Filters(service="s", experiment=reads.NO_EXPERIMENT)
 # every condition of schemas/sql/parts/filters.sql
-# (traffic is not a condition of its own: it becomes no_experiment or any_experiment)
-CONDITIONS = [*(k for k in reads.FILTER_KEYS if k != "traffic"), "no_experiment",
+# (traffic is not a condition of its own: it becomes no_experiment or any_experiment; nor is
+# grader: it picks whose verdicts the facts carry, parts/graders.sql)
+CONDITIONS = [*(k for k in reads.FILTER_KEYS if k not in ("traffic", "grader")), "no_experiment",
               "any_experiment", "question", "class"]
 
 
@@ -52,9 +53,11 @@ def empty() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @pytest.mark.parametrize("filters", [reads.Filters(), EVERY_FILTER, NO_EXPERIMENT,
-                                     reads.Filters(traffic="all"), reads.Filters(traffic="experiment")],
+                                     reads.Filters(traffic="all"), reads.Filters(traffic="experiment"),
+                                     reads.Filters(grader="judge", service="s"),
+                                     reads.Filters(grader="all")],
                          ids=["no filter", "every filter", "no experiment", "all traffic",
-                              "experiment traffic"])
+                              "experiment traffic", "judge grades", "all grades"])
 def test_every_metric_view_renders_and_runs_with_every_group_key(
         empty: duckdb.DuckDBPyConnection, filters: reads.Filters) -> None:
     groupings = [(), *((key,) for key in reads.GROUP_KEYS), reads.GROUP_KEYS]
@@ -65,12 +68,13 @@ def test_every_metric_view_renders_and_runs_with_every_group_key(
             table = reads.run_view(empty, name, filters, group_by)
             own = [k for k in group_by if k not in reads.metric_views()[name].keys]
             assert table.column_names[:len(own)] == own, (name, group_by)
-            assert set(params) == set(filters.to_params()) - {"traffic"} - (
+            assert set(params) == set(filters.to_params()) - {"traffic", "grader"} - (
                 {"experiment"} if filters.experiment == reads.NO_EXPERIMENT else set())
 
 
 def test_the_requests_list_runs_with_every_condition(empty: duckdb.DuckDBPyConnection) -> None:
-    for filters in (reads.Filters(), EVERY_FILTER, NO_EXPERIMENT):
+    for filters in (reads.Filters(), EVERY_FILTER, NO_EXPERIMENT,
+                    reads.Filters(grader="person")):
         for search in (None, "refund"):
             for taxonomy_class in (None, "buried"):
                 table, total = reads.run_requests(empty, filters, search, taxonomy_class)
@@ -81,7 +85,8 @@ def renderings(path: str) -> Iterator[tuple[str, str]]:
     """The template at ``path`` rendered with a value for every placeholder there is, once per
     scope where it has one (views read ``scope`` through parts/scope.sql)."""
     values: dict[str, Any] = {
-        **sqlfiles.metric_inputs(CONDITIONS, reads.GROUP_KEYS), "filters": CONDITIONS,
+        **sqlfiles.metric_inputs(CONDITIONS, reads.GROUP_KEYS, "judge"), "filters": CONDITIONS,
+        "grader": "references",
         "group_keys": list(reads.GROUP_KEYS), "query": "SELECT 1 AS week", "database": "memory"}
     scoped = path.startswith("views/") or "scope" in sqlfiles.placeholders(path)
     for scope in (sqlfiles.SCOPES if scoped else ("all",)):

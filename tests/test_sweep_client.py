@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from midtrace.llm import ApiKeyError
 from midtrace.sweep.client import (ChatClient, EndpointConfigError, EndpointError, RetryPolicy,
                                    api_key_from_env, parse_retry_after)
 from tests.fake_llm import FakeLLM
@@ -86,3 +87,11 @@ def test_api_key_precedence() -> None:
     assert api_key_from_env({"OPENAI_API_KEY": "b", "MIDTRACE_SWEEP_API_KEY": "a"}) == "a"
     assert api_key_from_env({"OPENAI_API_KEY": "b", "MIDTRACE_SWEEP_API_KEY": ""}) == "b"
     assert api_key_from_env({}) is None
+
+
+def test_api_key_env_names_the_variable_and_must_be_set() -> None:
+    environ = {"OPENAI_API_KEY": "b", "MIDTRACE_SWEEP_API_KEY": "a", "TEAM_KEY": "t", "EMPTY": ""}
+    assert api_key_from_env(environ, "TEAM_KEY") == "t"
+    for var in ("NOT_SET", "EMPTY"):
+        with pytest.raises(ApiKeyError, match=f"--api-key-env {var}"):
+            api_key_from_env(environ, var)

@@ -29,7 +29,7 @@ from midtrace.sql import sqlfiles
 
 FILTER_KEYS: tuple[str, ...] = (
     "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket",
-    "traffic")
+    "traffic", "grader")
 GROUP_KEYS: tuple[str, ...] = (
     "service", "model", "template", "strategy", "experiment", "context_bucket", "week")
 CONTEXT_BUCKETS: tuple[str, ...] = ("<4k", "4k-16k", "16k-64k", "64k+")
@@ -37,6 +37,8 @@ BANDS: tuple[str, ...] = ("early", "middle", "late")
 TAXONOMY_CLASSES: tuple[str, ...] = (
     "ungraded", "answered", "missing", "dropped", "buried", "unused", "unlabeled")
 TRAFFIC = ("production", "experiment", "all")
+# whose grades count (docs/grading.md, "Whose grades count"); unset is "all"
+GRADERS = ("all", "person", "references", "judge")
 MAX_OFFSET = 2**62  # DuckDB binds offsets as BIGINT
 MAX_LIMIT = 1000
 
@@ -89,8 +91,11 @@ class Filters:
     experiment: str | None = None
     context_bucket: str | None = None
     traffic: str | None = None  # production | experiment | all; unset: see effective_traffic
+    grader: str | None = None  # all | person | references | judge; unset: all
 
     def __post_init__(self) -> None:
+        if self.grader is not None and self.grader not in GRADERS:
+            raise QueryError(f"grader {self.grader!r} is not one of {', '.join(GRADERS)}")
         if self.traffic is not None and self.traffic not in TRAFFIC:
             raise QueryError(f"traffic {self.traffic!r} is not one of {', '.join(TRAFFIC)}")
         named = self.experiment is not None and self.experiment != NO_EXPERIMENT
@@ -143,6 +148,10 @@ class Filters:
         if self.experiment is not None:
             return "production" if self.experiment == NO_EXPERIMENT else "experiment"
         return default
+
+    def graders(self) -> str | None:
+        """The one kind of grader whose grades count, or None for every kind merged."""
+        return None if self.grader in (None, "all") else self.grader
 
 
 def parse_group_by(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -204,7 +213,7 @@ def _conditions(filters: Filters, default_traffic: str = "production") -> tuple[
     params: dict[str, Any] = {}
     for key in FILTER_KEYS:
         value = getattr(filters, key)
-        if key == "traffic" or (key == "experiment" and value == NO_EXPERIMENT):
+        if key in ("traffic", "grader") or (key == "experiment" and value == NO_EXPERIMENT):
             continue
         if value is not None:
             names.append(key)
@@ -226,7 +235,7 @@ def view_query(name: str, filters: Filters = Filters(),
         raise QueryError(f"unknown view {name!r}; allowed: {', '.join(views)}")
     keys = [k for k in parse_group_by(group_by) if k not in view.keys]
     conditions, params = _conditions(filters, view.traffic)
-    inputs = sqlfiles.metric_inputs(conditions, keys)
+    inputs = sqlfiles.metric_inputs(conditions, keys, filters.graders())
     sql = sqlfiles.view_body(sqlfiles.render_view(view.template, **inputs))
     if keys and not view.keys:
         sql = sqlfiles.query("grouped_metric", query=sql, group_keys=keys)
@@ -263,9 +272,10 @@ def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = N
     if not 0 <= offset <= MAX_OFFSET:
         raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     conditions, params = _requests_conditions(filters, search, taxonomy_class)
-    ((total,),) = conn.execute(sqlfiles.query("requests_count", filters=conditions),
-                               params).fetchall()
-    table = conn.sql(sqlfiles.query("requests_page", filters=conditions),
+    grader = filters.graders()
+    ((total,),) = conn.execute(sqlfiles.query("requests_count", filters=conditions,
+                                              grader=grader), params).fetchall()
+    table = conn.sql(sqlfiles.query("requests_page", filters=conditions, grader=grader),
                      params={**params, "limit": limit, "offset": offset}).to_arrow_table()
     return table, int(total)
 
@@ -280,7 +290,8 @@ def run_request_texts(conn: Any, filters: Filters = Filters(), limit: int = 500,
     if not 0 <= offset <= MAX_OFFSET:
         raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     conditions, params = _conditions(filters)
-    return conn.sql(sqlfiles.query("request_texts_page", filters=conditions),
+    return conn.sql(sqlfiles.query("request_texts_page", filters=conditions,
+                                   grader=filters.graders()),
                     params={**params, "limit": limit, "offset": offset}).to_arrow_table()
 
 

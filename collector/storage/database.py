@@ -34,12 +34,21 @@ class DatabaseBusy(StoreError):
     """Another process (a running collector) holds the database file."""
 
 
+# DuckDB folds its write-ahead log into the file once the log reaches this size (its default
+# is 16MB). Every export passes through intake_log and leaves it once derived, seconds
+# later: with a larger log those rows are written once, to the log, and never reach the file
+# (bench/ingest.py: 12% less CPU per request, 30% fewer bytes written). A crash replays at
+# most this much log on the next open; a clean stop folds it in (Store.close).
+CHECKPOINT_THRESHOLD = "256MB"
+
+
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file, or raise a StoreError that says what is wrong with it."""
     path = Path(path)
     _check_header(path)
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        return duckdb.connect(str(path), read_only=read_only,
+                              config={} if read_only else {"checkpoint_threshold": CHECKPOINT_THRESHOLD})
     except duckdb.Error as e:
         message = str(e)
         if isinstance(e, duckdb.IOException) and "lock" in message.lower():

@@ -179,6 +179,7 @@ with right:
         st.text("Not graded yet.")
     else:
         st.text(("Correct" if outcome.get("correct") else "Wrong")
+                + f" · graded by {outcome.get('grader') or 'person'}"
                 + (f" · reviewer {outcome.get('reviewer')}" if outcome.get("reviewer") else "")
                 + (f" · graded {str(outcome.get('graded_at'))[:19]}" if outcome.get("graded_at")
                    else ""))
@@ -186,6 +187,12 @@ with right:
             st.text("decisive: " + ", ".join(map(str, outcome["decisive_chunk_ids"])))
         if outcome.get("note"):
             st.text("note: " + str(outcome["note"]))
+    grades = frames.grades(trace.get("outcomes") or [])
+    if len(grades) > 1 or (len(grades) == 1 and outcome is not None
+                           and outcome.get("correct") is None):
+        st.caption("Every grade received, by grader; the strongest kind wins (a person over "
+                   "reference answers over the LLM judge). A judge error is no grade.")
+        ui.table(grades, f"grades_{trace_id}", key="grades")
     required = list((outcome or {}).get("required_constraints") or [])
     if required:
         recall = frames.constraint_recall(required, (outcome or {}).get("recalled_constraints"))

@@ -6,6 +6,7 @@ import streamlit as st
 
 from midtrace import findings
 from midtrace.dashboard import data, figures, filters, frames, ui
+from midtrace.report_cells import calibration_sentence
 
 # The weekly review is about production traffic, the default (the Traffic filter).
 params = data.params_key(filters.current())
@@ -49,6 +50,15 @@ for col, (label, frame, value, n, better, help_text) in zip(cols, (
 ), strict=True):
     current, previous = frames.last_two_weeks(frame, value)
     ui.headline(col, label, current, previous, value, n, min_n, better, help_text)
+
+# how far to trust the judge's grades: where a person graded too (docs/grading.md)
+calibration = ui.query(data.view, "judge_agreement", params)
+if not calibration.empty and int(calibration["n"].iloc[0] or 0) > 0:
+    sentence = calibration_sentence(
+        [{k: (None if v != v else v) for k, v in row.items()}  # NaN as None
+         for row in calibration.to_dict("records")])
+    st.info(sentence + " Judged accuracy is as trustworthy as this agreement.",
+            icon=":material/balance:")
 
 week = frames.newest_week(weekly)
 st.caption(f"Newest week: {week:%d %b %Y} (ISO week {week.isocalendar().week})." if week else "")

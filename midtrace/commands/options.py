@@ -87,7 +87,7 @@ def filter_options(fn):  # type: ignore[no-untyped-def]
     fn = click.option("--until", default=None, help="End of the time range, exclusive.")(fn)
     fn = click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
                       help="Keep requests with KEY=VALUE; keys: since, until, service, model, "
-                      "template, strategy, experiment, context_bucket. Repeatable.")(fn)
+                      "template, strategy, experiment, context_bucket, traffic, grader. Repeatable.")(fn)
     return fn
 
 
@@ -290,6 +290,12 @@ def open_source(ctx: click.Context, db: Path | None, url: str | None, token: str
         return open_client(url=url, db=db, token=token, fresh=True)
     except ClientError as e:
         fail(str(e), EXIT_SOURCE)
+
+
+api_key_env_option = click.option(
+    "--api-key-env", "api_key_env", default=None, metavar="VAR",
+    help="The environment variable holding the model endpoint's API key (sent as 'Authorization: "
+         "Bearer <key>'); the one convention of every command that calls a model.")
 
 
 def load_references_or_exit(path: Path, nothing_done: str):  # type: ignore[no-untyped-def]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from midtrace.commands.options import (
-    EXIT_POST, EXIT_SOURCE, READ_STORE_HELP, StoreCommand, default_of, fail, filter_options,
+    EXIT_POST, EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, default_of, fail, filter_options,
     open_source, parse_filters, store_option, token_option, url_option)
+from midtrace.commands.sweeping import sweep_run_options
 from midtrace.gate import Thresholds
 
 
@@ -144,26 +146,78 @@ class _Threshold(click.ParamType):
 @click.option("--min-n", type=click.IntRange(0), default=default_of(Thresholds, "min_n"), envvar="MIDTRACE_MIN_N", show_envvar=True,
               help="Fewest graded requests to judge; fewer fails as no data.")
 @_post_option("MIDTRACE_GATE_POST_URL", "the verdict")
+@click.option("--baseline-experiment", envvar="MIDTRACE_GATE_BASELINE_EXPERIMENT", show_envvar=True,
+              help="Judge an experiment against this one instead of the traffic against "
+                   "thresholds: fail when accuracy or position sensitivity is worse beyond its "
+                   "95%% interval. Needs --strategy and --experiment or --cases.")
+@click.option("--strategy", envvar="MIDTRACE_GATE_STRATEGY", show_envvar=True,
+              help="With --baseline-experiment: the packing strategy both experiments are "
+                   "compared under (and the one --cases is swept with).")
+@click.option("--cases", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --baseline-experiment: sweep this case set first (the sweep options "
+                   "below, docs/sweep.md) and judge that sweep; --experiment names it.")
+@sweep_run_options(required=False)
 @click.pass_context
 def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
          since: str | None, until: str | None, filter_pairs: tuple[str, ...],
          max_buried_rate: float | None, max_sensitivity_delta: float | None,
-         min_accuracy: float | None, min_n: int, post_url: str | None) -> None:
-    """Judge the traffic against thresholds: exit 0 pass, 1 fail or no data, 2 usage, 3 source."""
-    from midtrace.gate import evaluate
+         min_accuracy: float | None, min_n: int, post_url: str | None,
+         baseline_experiment: str | None, strategy: str | None, cases: Path | None,
+         **sweep_asked: Any) -> None:
+    """Judge the traffic against thresholds, or an experiment against a baseline experiment:
+    exit 0 pass, 1 fail or no data, 2 usage, 3 source."""
+    from midtrace.gate import against_baseline, evaluate
 
     filters = _filters(since, until, filter_pairs)
-    thresholds = Thresholds(max_buried_rate=max_buried_rate,
-                            max_sensitivity_delta=max_sensitivity_delta,
-                            min_accuracy=min_accuracy, min_n=min_n)
+    if baseline_experiment is None:
+        if strategy or cases:
+            fail("--strategy and --cases judge an experiment against a baseline: give "
+                 "--baseline-experiment too", EXIT_USAGE)
+        thresholds = Thresholds(max_buried_rate=max_buried_rate,
+                                max_sensitivity_delta=max_sensitivity_delta,
+                                min_accuracy=min_accuracy, min_n=min_n)
+        judge = lambda client: evaluate(client, filters, thresholds)  # noqa: E731
+        judged = filters.to_params()
+    else:
+        experiment = _candidate(baseline_experiment, strategy, cases, url, token, db, sweep_asked)
+        judge = lambda client: against_baseline(  # noqa: E731
+            client, baseline_experiment, experiment, strategy)
+        judged = {"experiment": experiment, "baseline": baseline_experiment, "strategy": strategy}
     client = open_source(ctx, db, url, token)
     try:
-        result = _read(lambda: evaluate(client, filters, thresholds))
+        result = _read(lambda: judge(client))
     finally:
         client.close()
     for check in result.checks:
         click.echo(check.line())
     click.echo("gate: pass" if result.passed else "gate: FAIL")
     if post_url:
-        _post(post_url, result.message(filters.to_params()))
+        _post(post_url, result.message(judged))
     sys.exit(0 if result.passed else 1)
+
+
+def _candidate(baseline: str, strategy: str | None, cases: Path | None, url: str | None,
+               token: str | None, db: Path | None, asked: dict[str, Any]) -> str:
+    """The experiment to judge against ``baseline``: --experiment, or the sweep of --cases
+    this run makes (usage errors exit 2)."""
+    from midtrace.commands.sweeping import SweepRun, one_target, run_sweep
+
+    if not strategy:
+        fail("--baseline-experiment needs --strategy: the packing strategy to compare under",
+             EXIT_USAGE)
+    if "," in strategy:
+        fail(f"--strategy takes one strategy, got {strategy!r}", EXIT_USAGE)
+    if cases is None:
+        if not asked.get("experiment"):
+            fail("--baseline-experiment needs --experiment (an experiment already swept) or "
+                 "--cases (a case set to sweep now)", EXIT_USAGE)
+        return str(asked["experiment"])
+    missing = [f"--{k}" for k in ("endpoint", "model") if not asked.get(k)]
+    if missing:
+        fail(f"--cases runs a sweep: give {' and '.join(missing)}", EXIT_USAGE)
+    run, _ = run_sweep(SweepRun(cases=cases, strategies=strategy, **asked), url, token,
+                       one_target(url, db))
+    if run.experiment == baseline:
+        fail(f"the sweep would be the baseline itself ({baseline}); name it with --experiment",
+             EXIT_USAGE)
+    return str(run.experiment)

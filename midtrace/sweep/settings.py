@@ -3,27 +3,12 @@ options take theirs from here). Light to import: the CLI reads it at start-up.""
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from midtrace.llm import RetryPolicy
 from midtrace.sweep import prompt as prompts
 from midtrace.sweep.conditions import RankSpec
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    retries: int = 5
-    backoff: float = 0.5
-    max_backoff: float = 30.0
-    max_retry_after: float = 60.0
-
-    def wait(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        base = min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
-        return float(base * (0.5 + random.random() / 2))
 
 
 @dataclass(frozen=True)

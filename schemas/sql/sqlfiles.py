@@ -21,7 +21,8 @@ A metric view (a view file with a ``-- metric:`` header) has three placeholders,
 
 - ``{{ facts }}``: the request facts it aggregates: ``request_facts`` in the stored view, a
   filtered subquery ``(SELECT * FROM request_facts WHERE ...)`` under filters, each filter
-  value a bound parameter (``$service``, ``$since`` ...), never formatted in;
+  value a bound parameter (``$service``, ``$since`` ...), never formatted in; under a
+  ``grader=`` filter, request_facts with that kind's verdicts (parts/graders.sql);
 - ``{{ groups }}``: the caller's extra group-by columns, each followed by a comma
   (``service, week, ``), written in front of the view's own key columns; empty by default;
 - ``{{ partition }}``: ``PARTITION BY <those columns>`` for window clauses; empty by default.
@@ -136,13 +137,15 @@ def query(name: str, **variables: Any) -> str:
     return render(f"queries/{name}.sql", **variables)
 
 
-def metric_inputs(filters: Sequence[str] = (), group_keys: Sequence[str] = ()) -> dict[str, str]:
+def metric_inputs(filters: Sequence[str] = (), group_keys: Sequence[str] = (),
+                  grader: str | None = None) -> dict[str, str]:
     """``facts``, ``groups`` and ``partition`` of a metric view: with no arguments, what the
     stored view is created with. ``filters`` names the set filters (parts/filters.sql), whose
-    values the caller binds as parameters of the same names."""
+    values the caller binds as parameters of the same names; ``grader`` (person, references,
+    judge; None or all for the merged outcome) picks whose grades count (parts/graders.sql)."""
     inputs: Any = environment().get_template("parts/metric_inputs.sql").make_module(
         {"engine": ENGINE})
-    return {"facts": str(inputs.facts(list(filters))),
+    return {"facts": str(inputs.facts(list(filters), grader)),
             "groups": str(inputs.groups(list(group_keys))),
             "partition": str(inputs.partition(list(group_keys)))}
 

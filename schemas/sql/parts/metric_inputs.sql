@@ -1,13 +1,16 @@
 {#- What a metric view's placeholders become (schemas/sql/sqlfiles.py, metric_inputs). With no
     filters and no group keys: the stored view. Group keys come only from the allowlist in
-    collector/query/reads.py (GROUP_KEYS); filter values are bound parameters (parts/filters.sql). -#}
+    collector/query/reads.py (GROUP_KEYS); filter values are bound parameters (parts/filters.sql);
+    the grader, one of a fixed list, picks whose grades count (parts/graders.sql). -#}
 {%- from "parts/filters.sql" import conditions -%}
+{%- from "parts/graders.sql" import graded_facts -%}
 
-{%- macro facts(filters) -%}
+{#- `grader`: whose grades count (parts/graders.sql); None or "all" for the merged outcome. -#}
+{%- macro facts(filters, grader=None) -%}
 {%- if filters -%}
-(SELECT * FROM request_facts WHERE {{ conditions(filters) }})
+(SELECT * FROM {{ graded_facts(grader) }} WHERE {{ conditions(filters) }})
 {%- else -%}
-request_facts
+{{ graded_facts(grader) }}
 {%- endif -%}
 {%- endmacro -%}
 

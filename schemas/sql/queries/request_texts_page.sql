@@ -1,21 +1,29 @@
--- One page of requests with what reference grading reads: the question, the answer and the
--- text of every chunk, in request_id order so pages stay put while new requests arrive
+-- One page of requests with what reference grading and the judge read: the question, the
+-- answer and the text of every chunk with where it first sat in the prompt (`prompt_index`,
+-- NULL when it was not placed), in request_id order so pages stay put while new requests arrive
 -- (collector/query/reads.py, run_request_texts; filters as in parts/filters.sql).
-{% from "parts/filters.sql" import where %}
+{% from "parts/metric_inputs.sql" import facts %}
 WITH page AS (
-    SELECT request_id FROM request_facts{{ where(filters) }}
+    SELECT request_id FROM {{ facts(filters, grader) }}
     ORDER BY request_id
     LIMIT $limit OFFSET $offset
+), placed AS (
+    SELECT p.request_id, p.chunk_id, min(p.prompt_index) AS prompt_index
+    FROM placements p
+    WHERE p.request_id IN (SELECT request_id FROM page)
+    GROUP BY p.request_id, p.chunk_id
 )
 SELECT
     r.trace_id,
     r.question,
     r.answer,
-    coalesce(list({'chunk_id': c.chunk_id, 'text': t.text} ORDER BY c.ordinal)
+    coalesce(list({'chunk_id': c.chunk_id, 'text': t.text, 'prompt_index': pl.prompt_index}
+                  ORDER BY c.ordinal)
                  FILTER (WHERE c.chunk_id IS NOT NULL), []) AS chunks
 FROM page
 JOIN requests r USING (request_id)
 LEFT JOIN chunks c USING (request_id)
 LEFT JOIN chunk_texts t USING (text_hash)
+LEFT JOIN placed pl ON pl.request_id = c.request_id AND pl.chunk_id = c.chunk_id
 GROUP BY r.request_id, r.trace_id, r.question, r.answer
 ORDER BY r.request_id

@@ -1,15 +1,15 @@
 -- One page of the requests list, newest first, with each request's question
 -- (collector/query/reads.py, run_requests; filters as in parts/filters.sql).
-{% from "parts/filters.sql" import where %}
+{% from "parts/metric_inputs.sql" import facts %}
 WITH page AS (
-    SELECT * FROM request_facts{{ where(filters) }}
+    SELECT * FROM {{ facts(filters, grader) }}
     ORDER BY time DESC, request_id DESC
     LIMIT $limit OFFSET $offset
 )
 SELECT
     page.trace_id, page.time, page.service, page.model, page.template, page.strategy,
     page.experiment, page.condition, page.case_id, page.context_bucket, page.prompt_tokens,
-    r.question, page.confidence, page.correct, page.taxonomy_class, page.decisive_source,
+    r.question, page.confidence, page.correct, page.grader, page.taxonomy_class, page.decisive_source,
     page.n_decisive, page.n_decisive_in_prompt, page.decisive_slot, page.decisive_band, page.k,
     page.n_cited, page.cites_decisive, page.cites_noncanonical,
     -- the band of a decisive occurrence at an edge (early when one is, else late): why an

@@ -4,6 +4,8 @@
 -- grader column) over references over the judge, whatever their times; within one kind,
 -- posted outcomes ('api') over span attributes ('span'), then the newest by `time` (else
 -- arrival time), then arrival order. `grader` is the kind whose `correct` won.
+-- correct_<kind> and score_<kind> are each kind's own merged verdict, what the `grader=`
+-- filter counts (parts/graders.sql).
 -- request_evidence_live inlines this query, limited to the traces it covers (parts/scope.sql).
 {% from "parts/scope.sql" import trace_in_scope with context %}
 CREATE OR REPLACE VIEW request_outcomes AS
@@ -26,6 +28,10 @@ SELECT
     arg_max(reviewer, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE reviewer IS NOT NULL) AS reviewer,
     arg_max(note, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE note IS NOT NULL) AS note,
     arg_max(coalesce(grader, 'person'), (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE correct IS NOT NULL) AS grader,
+{%- for kind in ("person", "references", "judge") %}
+    arg_max(correct, (priority, effective_time, outcome_id)) FILTER (WHERE correct IS NOT NULL AND coalesce(grader, 'person') = '{{ kind }}') AS correct_{{ kind }},
+    arg_max(score, (priority, effective_time, outcome_id)) FILTER (WHERE score IS NOT NULL AND coalesce(grader, 'person') = '{{ kind }}') AS score_{{ kind }},
+{%- endfor %}
     count(*) AS n_outcomes,
     max(effective_time) AS graded_at
 FROM ranked

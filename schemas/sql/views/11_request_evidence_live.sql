@@ -18,7 +18,9 @@ WITH req AS (
 ), chunk AS (
     SELECT * FROM chunks c WHERE {{ request_in_scope("c") }}
 ), merged AS (
-    SELECT r.request_id, o.correct, o.score, o.graded_at,
+    SELECT r.request_id, o.correct, o.score, o.graded_at, o.grader,
+           o.correct_person, o.correct_references, o.correct_judge,
+           o.score_person, o.score_references, o.score_judge,
            list_distinct(o.decisive_chunk_ids) AS decisive_chunk_ids,
            list_distinct(o.required_constraints) AS required_constraints,
            o.recalled_constraints
@@ -161,6 +163,13 @@ SELECT
     m.correct,
     m.score,
     m.graded_at,
+    m.grader,
+    m.correct_person,
+    m.correct_references,
+    m.correct_judge,
+    m.score_person,
+    m.score_references,
+    m.score_judge,
     CAST(coalesce(ps.k, 0) AS INTEGER) AS k,
     CAST(coalesce(cc.n_chunks, 0) AS INTEGER) AS n_chunks,
     prd.decisive_source,

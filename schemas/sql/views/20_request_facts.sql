@@ -10,6 +10,9 @@
 -- request unlabeled (no decisive chunk known), missing (no decisive chunk among its chunks),
 -- dropped (retrieved, none in the prompt), unused (in the prompt, an occurrence at an edge),
 -- buried (in the prompt, every occurrence in the middle band).
+-- The `grader=` filter reads these facts through parts/graders.sql, which shares the
+-- taxonomy_class and unsupported_confidence definitions below.
+{% from "parts/graders.sql" import taxonomy_class, unsupported_confidence %}
 CREATE OR REPLACE VIEW request_facts AS
 WITH facts AS (
     SELECT
@@ -24,15 +27,6 @@ WITH facts AS (
 )
 SELECT
     * EXCLUDE (high_confidence),
-    CASE
-        WHEN correct IS NULL THEN 'ungraded'
-        WHEN correct THEN 'answered'
-        WHEN n_decisive = 0 THEN 'unlabeled'
-        WHEN n_decisive_retrieved = 0 THEN 'missing'
-        WHEN n_decisive_in_prompt = 0 THEN 'dropped'
-        WHEN decisive_at_edge THEN 'unused'
-        ELSE 'buried'
-    END AS taxonomy_class,
-    coalesce(correct = false AND n_decisive_in_prompt > 0 AND confidence >= high_confidence, false)
-        AS unsupported_confidence
+    {{ taxonomy_class("correct") }} AS taxonomy_class,
+    {{ unsupported_confidence("correct", "high_confidence") }} AS unsupported_confidence
 FROM facts;
