@@ -11,8 +11,11 @@ Read (spec: github.com/Arize-ai/openinference, spec/semantic_conventions.md):
 - LLM spans: the prompt from ``llm.input_messages.<i>.message.content`` (or
   ``message.contents.<j>.message_content.text``), else ``llm.prompts`` (completion APIs),
   else the span's ``llm.prompt_template.template`` filled with its
-  ``llm.prompt_template.variables`` (LlamaIndex's predict span), else ``input.value``; the answer from ``llm.output_messages``, ``llm.choices`` or
-  ``output.value``; ``llm.model_name``, ``llm.token_count.prompt``, ``llm.cost.total``.
+  ``llm.prompt_template.variables`` (LlamaIndex's predict span), else ``input.value``; the
+  answer from ``llm.output_messages``, ``llm.choices`` or ``output.value`` (DSPy's
+  ``[[ ## answer ## ]]`` field when it is in that format); ``llm.model_name``,
+  ``llm.token_count.prompt``, ``llm.cost.total``. An LLM span around another with the same
+  prompt (LlamaIndex's predict around complete) is read once, as the inner one.
 - Any span: ``llm.prompt_template.template|version`` and ``prompt.id`` (LangChain records
   the template on its PROMPT span), and the root chain's ``input.value`` as the question.
 
