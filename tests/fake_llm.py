@@ -7,6 +7,10 @@ on a free loopback port, reads the documents out of the prompt (``Document [i] .
 answers by a position-dependent rule: it "sees" only the documents at the slots the rule
 names, reports the fact (``ANSWER: ...``) of every decisive document (marked ``KEYFACT``)
 it sees with a citation, and otherwise repeats the first document's text.
+
+The zero-code framework tests also use its completions route (``/v1/completions``, one
+prompt string, for LlamaIndex's completion-style LLM), its reading of LlamaIndex's
+``Source n:`` numbering, and its reply in DSPy's field format when the prompt asks for one.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MARKER = "KEYFACT"
 DOC = re.compile(r"^Document \[(\d+)\](?:\(Title: [^)]*\))? (.*)$", re.MULTILINE)
+# LlamaIndex's CitationQueryEngine numbers its sources "Source 1:" on a line of their own
+SOURCE = re.compile(r"^Source (\d+):\n(.*)$", re.MULTILINE)
 FACT = re.compile(r"ANSWER: ([^.]+)")
+# DSPy's ChatAdapter asks for the output fields between [[ ## name ## ]] markers
+DSPY_FIELD = re.compile(r"starting with the field `\[\[ ## (\w+) ## \]\]`")
 
 Rule = Callable[[int, int], bool]  # (slot, k) -> does the model read that slot?
 
@@ -35,7 +43,7 @@ def first_and_last(slot: int, k: int) -> bool:
 
 
 def answer_for(prompt: str, sees: Rule) -> str:
-    docs = [(int(i), text) for i, text in DOC.findall(prompt)]
+    docs = [(int(i), text) for i, text in DOC.findall(prompt) or SOURCE.findall(prompt)]
     k = len(docs)
     facts = [f"{FACT.search(text)[1]} [{i}]" for i, text in docs  # type: ignore[index]
              if MARKER in text and sees(i, k)]
@@ -56,9 +64,10 @@ class FakeLLM:
     delays: list[float] = field(default_factory=list)  # per call, in order, before `delay`
     refusals: list[str] = field(default_factory=list)  # `message.refusal`, in order
     refuse_response_format: bool = False  # answer 400 to a body with response_format
-    bodies: list[dict] = field(default_factory=list)
+    bodies: list[dict] = field(default_factory=list)  # each request as sent
     attempts: int = 0
     prompts: list[str] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)  # each answer's text as sent back
     url: str = ""
 
     def __post_init__(self) -> None:
@@ -95,7 +104,7 @@ class FakeLLM:
             self.attempts += 1
             self.auth.append(headers.get("Authorization"))  # type: ignore[attr-defined]
             status = self.statuses.pop(0) if self.statuses else 200
-        if path != "/v1/chat/completions":
+        if path not in ("/v1/chat/completions", "/v1/completions"):
             return 404, {"error": {"message": f"no route {path}"}}, {}
         if status == 429:
             return 429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"}
@@ -111,7 +120,8 @@ class FakeLLM:
             return 400, {"error": {"message": "response_format is not supported"}}, {}
         if delay:
             time.sleep(delay)
-        prompt = request["messages"][-1]["content"]
+        chat = path == "/v1/chat/completions"
+        prompt = _text(request["messages"][-1]["content"]) if chat else request["prompt"]
         with self._lock:
             self.prompts.append(prompt)
         if scripted is not None:
@@ -120,12 +130,19 @@ class FakeLLM:
             content = self.responder(request)
         else:
             content = answer_for(prompt, self.rule)
+            if field := DSPY_FIELD.search(prompt):
+                content = f"[[ ## {field[1]} ## ]]\n{content}\n\n[[ ## completed ## ]]"
+        with self._lock:
+            self.replies.append(content)
         message: dict = {"role": "assistant", "content": None if refusal else content}
         if refusal:
             message["refusal"] = refusal
         payload: dict = {"id": "chatcmpl-test", "object": "chat.completion",
                          "model": request["model"],
                          "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+        if not chat:  # the completions API: the prompt is one string, the answer a text
+            payload.update(id="cmpl-test", object="text_completion", created=0, choices=[
+                {"index": 0, "finish_reason": "stop", "text": content, "logprobs": None}])
         if self.usage_ratio is not None:
             payload["usage"] = {"prompt_tokens": int(len(prompt) * self.usage_ratio),
                                 "completion_tokens": max(len(content) // 4, 1)
@@ -135,3 +152,16 @@ class FakeLLM:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _text(content: str | list[dict]) -> str:
+    """A chat message's text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+def joined_messages(body: dict) -> str:
+    """A chat request's prompt as midtrace reads it: each message's text, a blank line
+    between (docs/zero-code.md, "The prompt string")."""
+    return "\n\n".join(_text(m["content"]) for m in body["messages"])

@@ -43,6 +43,11 @@ NOT_KEPT_WARNING = (
     "on rebuild")
 
 
+NO_LLM_WARNING = (
+    "this trace has retrieval but no LLM call: it is kept with what was retrieved, with no "
+    "answer, no prompt and no chunk dropped")
+
+
 @dataclass(frozen=True)
 class Document:
     """A document as a retriever or reranker reported it."""
@@ -98,6 +103,9 @@ class Observation:
     reranks: tuple[Ranking, ...] = ()
     calls: tuple[LlmCall, ...] = ()
     question: str | None = None
+    # (root span id, question) of each root chain with one, by start: in a multi-turn trace
+    # the question is that of the root the answering call runs under
+    root_questions: tuple[tuple[str, str], ...] = ()
     template_id: str | None = None
     template_version: str | None = None
     warnings: tuple[str, ...] = ()
@@ -166,6 +174,8 @@ def _answering(obs: Observation, table: _ChunkTable
                ) -> tuple[LlmCall | None, list[Found], list[str]]:
     """The answering call and where the documents sit in its prompt."""
     calls = sorted(obs.calls, key=lambda c: _by_end(c.span), reverse=True)
+    if not calls:
+        return None, [], [NO_LLM_WARNING]
     texts = table.texts()
     searchable = any(texts)
     for call in calls:
@@ -235,6 +245,23 @@ def _limit_warning(spans: Sequence[SpanRecord]) -> list[str]:
     return [ATTRIBUTE_LIMIT_WARNING.format(n=len(cut), names=names)]
 
 
+def _question(obs: Observation, call: LlmCall | None,
+              spans: Sequence[SpanRecord]) -> str | None:
+    """The root chain's question: of several roots (turns), the one the answering call is in."""
+    if call is not None and len(obs.root_questions) > 1:
+        by_id = {s.span_id: s for s in spans}
+        above, parent = set(), call.span.parent_span_id
+        while parent and parent in by_id and parent not in above:
+            above.add(parent)
+            parent = by_id[parent].parent_span_id
+        found = next((q for sid, q in obs.root_questions if sid in above), None)
+        if found is not None:
+            return found
+    if obs.question:
+        return obs.question
+    return obs.root_questions[0][1] if obs.root_questions else None
+
+
 def evidence_tokens(placements: Sequence[Placement]) -> int | None:
     """Tokens from the first placed chunk's start to the last one's end."""
     spans = [(p.token_start, p.token_end) for p in placements
@@ -277,7 +304,7 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         for cid, row in table.rows.items())
 
     rankings = sorted(obs.retrievals + obs.reranks, key=lambda r: _by_start(r.span))
-    question = (obs.question or next((r.query for r in rankings if r.query), None)
+    question = (_question(obs, call, spans) or next((r.query for r in rankings if r.query), None)
                 or (call.user_text if call is not None else None))
     start = min(s.start_ns for s in spans)
     record = RagRecord(

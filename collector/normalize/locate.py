@@ -581,14 +581,18 @@ def resolve_citations(answer: str, placed_ids: Sequence[str], labels: Sequence[s
     """Map the answer's citation markers to chunk ids; None when it has no marker at all.
 
     ``placed_ids`` and ``labels`` are per placement in prompt order; ``aliases`` maps other
-    normalised names (chunk ids, source ids) to chunk ids.
+    normalised names (chunk ids, source ids) to chunk ids. A number the prompt gives to
+    several documents (an earlier turn's numbering still in the prompt, then this turn's)
+    means the last document so numbered; a name (a source) means every document it labels.
     """
     keys = citation_keys(answer, pattern)
     if not keys:
         return None
     by_label: dict[str, list[str]] = {}
     for cid, label in zip(placed_ids, labels):
-        if label is not None:
+        if label is not None and label.isdigit():
+            by_label[label] = [cid]
+        elif label is not None:
             by_label.setdefault(label, []).append(cid)
     cited: list[str] = []
     unresolved: list[str] = []
@@ -600,5 +604,5 @@ def resolve_citations(answer: str, placed_ids: Sequence[str], labels: Sequence[s
             if key not in unresolved:
                 unresolved.append(key)
             continue
-        cited += [i for i in ids if i not in cited]
+        cited += [i for i in dict.fromkeys(ids) if i not in cited]
     return Citations(tuple(cited), tuple(unresolved))

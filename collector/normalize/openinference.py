@@ -10,8 +10,12 @@ Read (spec: github.com/Arize-ai/openinference, spec/semantic_conventions.md):
   ``reranker.output_documents.<i>.document.*``, ``reranker.query``.
 - LLM spans: the prompt from ``llm.input_messages.<i>.message.content`` (or
   ``message.contents.<j>.message_content.text``), else ``llm.prompts`` (completion APIs),
-  else ``input.value``; the answer from ``llm.output_messages``, ``llm.choices`` or
-  ``output.value``; ``llm.model_name``, ``llm.token_count.prompt``, ``llm.cost.total``.
+  else the span's ``llm.prompt_template.template`` filled with its
+  ``llm.prompt_template.variables`` (LlamaIndex's predict span), else ``input.value``; the
+  answer from ``llm.output_messages``, ``llm.choices`` or ``output.value`` (DSPy's
+  ``[[ ## answer ## ]]`` field when it is in that format); ``llm.model_name``,
+  ``llm.token_count.prompt``, ``llm.cost.total``. An LLM span around another with the same
+  prompt (LlamaIndex's predict around complete) is read once, as the inner one.
 - Any span: ``llm.prompt_template.template|version`` and ``prompt.id`` (LangChain records
   the template on its PROMPT span), and the root chain's ``input.value`` as the question.
 
@@ -21,6 +25,7 @@ attributes first once a span passes 128) is recognised by its attribute names in
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -63,6 +68,7 @@ LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 LLM_COST_TOTAL = "llm.cost.total"
 PROMPT_TEMPLATE = "llm.prompt_template.template"
 PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
+PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
 PROMPT_ID = "prompt.id"
 
 # What this normalizer reads, for docs/zero-code.md (a test checks each one is documented).
@@ -77,7 +83,7 @@ ATTRIBUTES_READ: tuple[str, ...] = (
     f"{LLM_OUTPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}", f"{LLM_PROMPTS}.<i>.{PROMPT_TEXT}",
     f"{LLM_CHOICES}.<i>.{COMPLETION_TEXT}", LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME,
     LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_COST_TOTAL, PROMPT_TEMPLATE,
-    PROMPT_TEMPLATE_VERSION, PROMPT_ID,
+    PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID,
 )
 
 TEMPLATE_ID_CHARS = len("sha256:") + 16  # an inferred template id: its content hash, cut short
@@ -178,6 +184,38 @@ def _serialized_message(m: Any) -> tuple[str | None, str | None]:
     return (role if isinstance(role, str) else None), _parts_text(body.get("content"))
 
 
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# ``{{ name }}``, ``{{ d.content | trim }}``, ``{% for ... %}``: Jinja (Haystack's builders)
+_JINJA = re.compile(r"\{%|\{\{\s*[A-Za-z_][\w.]*\s*(?:\|[^{}]*)?\}\}")
+
+
+def rendered_template(attrs: Mapping[str, Any]) -> str | None:
+    """The prompt a Python format-style template (``{name}``) gives with the span's variables.
+
+    None when the span has no template or variables, or the template names a variable it
+    was not given; a Jinja template (``{{ name }}``, ``{% ... %}``) is not rendered.
+    """
+    template = string(attrs, PROMPT_TEMPLATE)
+    variables = json_value(attrs.get(PROMPT_TEMPLATE_VARIABLES))
+    if (template is None or not isinstance(variables, Mapping) or not variables
+            or _JINJA.search(template)):
+        return None
+    missing = False
+
+    def fill(match: re.Match[str]) -> str:
+        nonlocal missing
+        if match[1] is None:
+            return match[0][0]
+        value = variables.get(match[1])
+        if value is None:
+            missing = True
+            return match[0]
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    text = _PLACEHOLDER.sub(fill, template)
+    return None if missing else text
+
+
 def _prompt_from_input(attrs: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     raw = string(attrs, INPUT_VALUE)
     if raw is None:
@@ -200,7 +238,31 @@ def _prompt_from_input(attrs: Mapping[str, Any]) -> list[tuple[str | None, str]]
     return [("user", prompt)] if isinstance(prompt, str) else []
 
 
+_DSPY_FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\][ \t]*\n?", re.MULTILINE)
+_ANSWER_FIELDS = ("answer", "response", "output")
+
+
+def dspy_fields(text: str) -> str:
+    """The answer field of an output DSPy's ChatAdapter formats as ``[[ ## answer ## ]]``
+    ... ``[[ ## completed ## ]]`` (the field named answer, response or output, else the
+    last one); any other text as it is."""
+    marks = list(_DSPY_FIELD.finditer(text))
+    if not marks or marks[0].start() != len(text) - len(text.lstrip()):
+        return text
+    fields = {m[1]: text[m.end():(marks[i + 1].start() if i + 1 < len(marks) else len(text))]
+              .strip() for i, m in enumerate(marks) if m[1] != "completed"}
+    if not fields:
+        return text
+    name = next((f for f in _ANSWER_FIELDS if f in fields), list(fields)[-1])
+    return fields[name]
+
+
 def _answer(attrs: Mapping[str, Any]) -> str | None:
+    text = _raw_answer(attrs)
+    return dspy_fields(text) if text is not None and "[[ ## " in text else text
+
+
+def _raw_answer(attrs: Mapping[str, Any]) -> str | None:
     out = messages(attrs, LLM_OUTPUT_MESSAGES)
     if out:
         return out[0][1]
@@ -211,6 +273,8 @@ def _answer(attrs: Mapping[str, Any]) -> str | None:
     data = json_value(raw) if raw is not None and raw.lstrip()[:1] in ("{", "[") else None
     if not isinstance(data, Mapping):
         return raw
+    if isinstance(data.get("text"), str):  # LlamaIndex's CompletionResponse
+        return str(data["text"])
     generations = data.get("generations")
     if isinstance(generations, list) and generations and isinstance(generations[0], list):
         first = generations[0][0] if generations[0] else None
@@ -233,6 +297,9 @@ def llm_call(span: SpanRecord) -> LlmCall:
     conversation = messages(attrs, LLM_INPUT_MESSAGES)
     if not conversation:
         conversation = [("user", p) for p in _listed_texts(attrs, LLM_PROMPTS, PROMPT_TEXT)]
+    if not conversation:
+        rendered = rendered_template(attrs)
+        conversation = [("user", rendered)] if rendered is not None else []
     if not conversation:
         conversation = _prompt_from_input(attrs)
     prompt = join_texts("\n\n", [text for _, text in conversation]) if conversation else None
@@ -259,11 +326,25 @@ def _query(attrs: Mapping[str, Any]) -> str | None:
     if attrs.get(INPUT_MIME_TYPE) == "application/json" or raw.lstrip()[:1] == "{":
         data = json_value(raw)
         if isinstance(data, Mapping):
-            return next((data[k] for k in _QUESTION_KEYS if isinstance(data.get(k), str)), None)
+            return _question_in(data)
         if isinstance(data, str):
             return data
         return None if attrs.get(INPUT_MIME_TYPE) == "application/json" else raw
     return raw
+
+
+def _question_in(data: Mapping[str, Any], depth: int = 3) -> str | None:
+    """The first question-like field of ``data``, looked for level by level: Haystack's
+    pipeline input nests it under the component's name (``{"data": {"retriever":
+    {"query": ...}}}``)."""
+    level: list[Mapping[str, Any]] = [data]
+    for _ in range(depth):
+        for m in level:
+            found = next((m[k] for k in _QUESTION_KEYS if isinstance(m.get(k), str)), None)
+            if found is not None:
+                return found
+        level = [v for m in level for v in m.values() if isinstance(v, Mapping)]
+    return None
 
 
 def _ancestors(span: SpanRecord, by_id: Mapping[str, SpanRecord]) -> list[SpanRecord]:
@@ -282,6 +363,10 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     wrapping: dict[str, list[SpanRecord]] = {}
     retriever_ids = {s.span_id for s in retrievers}
     for s in retrievers:
+        # LlamaIndex traces a retriever's retrieve() and the _retrieve() inside it, and only
+        # the outer span lists the documents: an inner span without documents is no stage.
+        if not documents(s.attributes, RETRIEVAL_DOCUMENTS):
+            continue
         for a in _ancestors(s, by_id):
             if a.span_id in retriever_ids:
                 wrapping.setdefault(a.span_id, []).append(s)
@@ -302,16 +387,18 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     return retrievals, reranks
 
 
-def _root_question(spans: Sequence[tuple[SpanRecord, str]],
-                   by_id: Mapping[str, SpanRecord]) -> str | None:
+def _root_questions(spans: Sequence[tuple[SpanRecord, str]],
+                    by_id: Mapping[str, SpanRecord]) -> tuple[tuple[str, str], ...]:
+    """``(span id, question)`` of each root chain span with a question, by start."""
     kinds = {s.span_id: k for s, k in spans}
     roots = [s for s, k in spans if k not in _NOT_ROOT_KINDS
              and not any(a.span_id in kinds for a in _ancestors(s, by_id))]
+    out = []
     for s in sorted(roots, key=lambda s: (s.start_ns, -s.end_ns, s.span_id)):
         question = _query(s.attributes)
         if question:
-            return question
-    return None
+            out.append((s.span_id, question))
+    return tuple(out)
 
 
 def _template(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
@@ -327,6 +414,26 @@ def _template(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
     # the documented content hash, so a template --no-text did not keep has the same id
     template_id = prompt_id or content_hash(template)[:TEMPLATE_ID_CHARS]
     return template_id, string(last, PROMPT_TEMPLATE_VERSION)
+
+
+def _wrappers(calls: Sequence[LlmCall], by_id: Mapping[str, SpanRecord]) -> set[str]:
+    """LLM spans that only wrap another LLM span of the same call.
+
+    LlamaIndex traces ``predict()`` and the ``complete()`` or ``chat()`` inside it: the
+    inner span, which has the reported token counts, is read. The outer one stays when its
+    prompt differs (the inner one's was hidden, say, and the outer one has the template's
+    variables).
+    """
+    by_span = {c.span.span_id: c for c in calls}
+    out = set()
+    for call in calls:
+        if not call.prompt:
+            continue
+        for a in _ancestors(call.span, by_id):
+            outer = by_span.get(a.span_id)
+            if outer is not None and (not outer.prompt or outer.prompt == call.prompt):
+                out.add(a.span_id)
+    return out
 
 
 def normalize_openinference(spans: Sequence[SpanRecord],
@@ -350,12 +457,14 @@ def normalize_openinference(spans: Sequence[SpanRecord],
         warnings.append(f"{len(retrievals)} retriever spans; each chunk's retrieval rank is "
                         "from the first retriever that returned it")
     template_id, template_version = _template(spans)
+    calls = [llm_call(s) for s, k in ordered if k == "LLM"]
+    observation_calls = tuple(c for c in calls if c.span.span_id not in _wrappers(calls, by_id))
     observation = Observation(
         convention="openinference",
         retrievals=tuple(retrievals),
         reranks=tuple(reranks),
-        calls=tuple(llm_call(s) for s, k in ordered if k == "LLM"),
-        question=_root_question(ordered, by_id),
+        calls=observation_calls,
+        root_questions=_root_questions(ordered, by_id),
         template_id=template_id,
         template_version=template_version,
         warnings=tuple(warnings),

@@ -136,7 +136,10 @@ def test_the_wheels_install_only_names_under_midtrace_and_carry_their_data(tmp_p
     assert {"midtrace/cli.py", "midtrace/collector/receive/http.py", "midtrace/dashboard/app.py",
             "midtrace/dashboard/app_pages/inspector.py", "midtrace/sample_traces/manifest.json",
             "midtrace/sample_traces/support_outcomes.json",
-            "midtrace/sample_traces/langchain_rag.jsonl", "midtrace/sql/sqlfiles.py",
+            "midtrace/sample_traces/langchain_rag.jsonl",
+            "midtrace/sample_traces/llamaindex_rag.jsonl",
+            "midtrace/sample_traces/haystack_rag.jsonl",
+            "midtrace/sample_traces/dspy_rag.jsonl", "midtrace/sql/sqlfiles.py",
             "midtrace/collector/query/reads.py", "midtrace/sql/parts/filters.sql",
             "midtrace/sql/views/31_accuracy_by_band.sql",
             "midtrace/sql/migrations/001_core.sql"} <= main

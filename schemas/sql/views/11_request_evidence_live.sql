@@ -121,8 +121,10 @@ WITH req AS (
     SELECT
         c.request_id,
         bool_or(c.authority IS NOT NULL AND c.authority <> 'canonical') AS cites_noncanonical,
-        list(DISTINCT {'source_id': c.source_id, 'authority': c.authority})
-            FILTER (WHERE d.chunk_id IS NULL AND c.source_id IS NOT NULL) AS cited_other_sources
+        -- sorted: a DISTINCT list comes in no set order, and the same trace must give the
+        -- same row however its rows were stored
+        list_sort(list(DISTINCT {'source_id': c.source_id, 'authority': c.authority})
+            FILTER (WHERE d.chunk_id IS NULL AND c.source_id IS NOT NULL)) AS cited_other_sources
     FROM cited c
     LEFT JOIN decisive d ON d.request_id = c.request_id AND d.chunk_id = c.chunk_id
     GROUP BY c.request_id
