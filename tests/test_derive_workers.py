@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +113,21 @@ def test_workers_derive_what_the_writer_thread_derives(
     for name in TABLES:
         extra = sorted(set(map(repr, got[name])) ^ set(map(repr, expected[name])))
         assert got[name] == expected[name], f"{name} differs: {len(got[name])} vs {len(expected[name])}; {extra[:2]}"
+
+
+def test_workers_do_not_run_the_parents_script_again(tmp_path: Path) -> None:
+    """A spawned child imports its parent's ``__main__``; when that is a script (as under a
+    test harness that runs an app, or in a notebook) the workers must still start."""
+    script = tmp_path / "script.py"
+    script.write_text("raise SystemExit('the parent script ran again in a worker')\n")
+    code = (
+        "import sys, types\n"
+        "from midtrace.collector.storage.derive import DerivePool\n"
+        f"fake = types.ModuleType('__main__'); fake.__file__ = {str(script)!r}\n"
+        "sys.modules['__main__'] = fake\n"
+        "pool = DerivePool(1)\n"
+        "print('spans', pool.submit([], True).result(60).spans)\n"
+        "pool.close()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "spans 0" in done.stdout

@@ -18,7 +18,10 @@ import dataclasses
 import logging
 import multiprocessing
 import os
-from collections.abc import Sequence
+import sys
+import types
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -118,6 +121,21 @@ def default_workers() -> int:
     return max(1, (os.cpu_count() or 1) - 1)
 
 
+@contextmanager
+def _without_main_module() -> Iterator[None]:
+    """A spawned child imports its parent's ``__main__`` again, to unpickle what it defines.
+    A derive worker needs nothing from it, and a ``__main__`` that is a script (a notebook,
+    an app run by a test harness) must not run again in every worker: hide it while the
+    workers start."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
 class DerivePool:
     """Worker processes that run ``prepare_exports``. Started with ``spawn``: the collector
     runs threads (and DuckDB's), which a forked child must not inherit."""
@@ -127,9 +145,10 @@ class DerivePool:
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
             initializer=_warm)
-        # Start them now: the first export should not wait for a worker's imports.
-        for f in [self._executor.submit(_warm) for _ in range(workers)]:
-            f.result()
+        # Start them all now (the first export should not wait for a worker's imports).
+        with _without_main_module():
+            for f in [self._executor.submit(_warm) for _ in range(workers)]:
+                f.result()
 
     def submit(self, exports: Sequence[RawExport], keep_text: bool) -> Future[Prepared]:
         return self._executor.submit(prepare_exports, list(exports), keep_text)
