@@ -143,7 +143,7 @@ def test_a_child_collector_gets_every_setting_and_no_secret_in_argv(
         monkeypatch: pytest.MonkeyPatch) -> None:
     settings = CollectorSettings(
         db="/tmp/x.duckdb", host="::1", http_port=1234, max_body_bytes=3 * 1024 * 1024,
-        queue_size=9, grpc_port=0, token="tok,en=1", keep_text=False,
+        queue_size=9, derive_workers=2, grpc_port=0, token="tok,en=1", keep_text=False,
         forward=("http://a:1", "http://b:2/v1/traces"),
         forward_headers={"Authorization": "Basic a,b=c", "X-Team": "rag"}, forward_queue=11)
     assert all(getattr(settings, f.name) != f.default for f in fields(CollectorSettings)
