@@ -6,13 +6,17 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from midtrace.collector.normalize.answer_sources import answer_sources
+from midtrace.collector.query.reads import Filters, run_view
 from midtrace.collector.storage.derive import prepare
 from midtrace.collector.storage.retention import prune
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.schemas.encode import request_attributes
 from midtrace.schemas.model import Chunk, Outcome, Placement, RagRecord
 from midtrace.schemas.span import SpanRecord
+from tests.metrics_fixtures import wilson
 
 WARRANTY = "Warranty: the Hub is covered against defects for 30 days from delivery."
 REFUND = "Refunds: an item can be returned for a refund within 14 days of delivery."
@@ -167,3 +171,40 @@ def test_request_evidence_keeps_what_the_answer_follows(tmp_path: Path) -> None:
                                   "SELECT * FROM request_evidence_live)").fetchone() == (0,)
     finally:
         store.close()
+
+
+def test_answered_from_distractor_on_a_planted_set(tmp_path: Path) -> None:
+    """Decisive: the refund chunk at slot 7, named by each outcome. Bands over 800 tokens:
+    the warranty chunk at slot 2 sits at 145/800 (early), filler-3 at slot 4 at 345/800
+    (middle)."""
+    def graded(answer: str, correct: bool = False, decisive: str = "refund#1", **texts: str,
+               ) -> RagRecord:
+        return dataclasses.replace(incident(answer=answer, **texts), outcome=Outcome(
+            correct=correct, decisive_chunk_ids=(decisive,)))
+
+    planted = [
+        graded("Within 30 days."),                     # a: warranty only
+        graded("Either 30 days or 14 days."),          # b: warranty and the decisive chunk
+        graded("Returns close after 45 days.", filler_3="All returns close after 45 days."),  # c
+        graded("Ask the store."),                      # d: follows nothing
+        graded("Within 30 days.", decisive="gone#1"),  # decisive evidence not in the prompt
+        graded("Within 30 days.", correct=True),       # right
+    ]
+    store = Store.open(tmp_path / "t.duckdb")
+    try:
+        store.write([WriteJob(spans=[span(f"{i:032x}", r) for i, r in enumerate(planted, 1)])])
+        table = run_view(store.conn, "answered_from_distractor").to_pylist()
+        by_person = run_view(store.conn, "answered_from_distractor", Filters(grader="person"))
+        by_week = run_view(store.conn, "answered_from_distractor", group_by=("week",))
+    finally:
+        store.close()
+    # of the 4 wrong answers with the decisive chunk in the prompt (a, b, c, d): a, b, c
+    # follow a distractor; a and c follow no decisive chunk at all
+    expected = [("any", None, 4, 3, 2), ("early", 2, 4, 2, 1), ("middle", 4, 4, 1, 1)]
+    assert [(r["band"], r["slot"], r["wrong"], r["requests"], r["instead_of_decisive"])
+            for r in table] == expected
+    for r, (_, _, wrong, k, _) in zip(table, expected):
+        assert r["share"] == k / wrong
+        assert (r["ci_low"], r["ci_high"]) == pytest.approx(wilson(k, wrong))
+    assert by_person.to_pylist() == table
+    assert [r["requests"] for r in by_week.to_pylist()] == [3, 2, 1]
