@@ -163,22 +163,27 @@ def _features(low: str, question_words: frozenset[str]) -> list[_Feature]:
         if len(inner) >= 3:
             s = m.start(1) + m.group(1).index(inner)
             out.append(_Feature("quote", s, s + len(inner), (inner,)))
+    stop = [t in STOP_WORDS for _, _, t in tokens]
+    asked = [t in question_words for _, _, t in tokens]
+    link = [joined(j) for j in range(n)]
     for i in range(n - 1):
-        if tokens[i][2] in STOP_WORDS:
+        if stop[i] or not link[i]:
             continue
-        for size in (2, 3):
-            last = i + size - 1
-            if last >= n or not all(joined(j) for j in range(i, last)):
-                break
-            words = [tokens[j][2] for j in range(i, last + 1)]
-            if words[-1] in STOP_WORDS:
-                continue
-            content = [j for j in range(i, last + 1) if tokens[j][2] not in STOP_WORDS]
-            if all(tokens[j][2] in question_words for j in content):
-                continue  # only repeats the question
-            s, e = tokens[i][0], tokens[last][1]
-            out.append(_Feature("ngram", s, e, (low[s:e],), tuple(tokens[j][0] for j in content)))
+        j = i + 1
+        if not stop[j] and not (asked[i] and asked[j]):
+            _ngram(out, tokens, low, i, j, (i, j))
+        k = j + 1
+        if k < n and link[j] and not stop[k]:
+            content = (i, k) if stop[j] else (i, j, k)
+            if not all(asked[x] for x in content):  # else it only repeats the question
+                _ngram(out, tokens, low, i, k, content)
     return out
+
+
+def _ngram(out: list[_Feature], tokens: list[tuple[int, int, str]], low: str, first: int,
+           last: int, content: tuple[int, ...]) -> None:
+    s, e = tokens[first][0], tokens[last][1]
+    out.append(_Feature("ngram", s, e, (low[s:e],), tuple(tokens[x][0] for x in content)))
 
 
 def _date(out: list[_Feature], used: set[int], low: str,

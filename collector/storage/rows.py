@@ -202,7 +202,7 @@ class Rows:
                 cols["chunk_start"].append(m.chunk_start)
                 cols["chunk_end"].append(m.chunk_end)
                 cols["matched"].append(matched if keep_text else None)
-                cols["matched_hash"].append(content_hash(matched))
+                cols["matched_hash"].append(self.hashes(matched))
 
     def add_outcome(self, outcome_id: int, trace_id: str, origin: str, o: Outcome,
                     received_at: datetime, keep_text: bool = True) -> None:
