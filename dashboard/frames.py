@@ -350,3 +350,58 @@ def citations(trace: dict[str, Any], placed: pd.DataFrame) -> pd.DataFrame:
         })
     return pd.DataFrame(rows, columns=["citation", "chunk_id", "slot", "band", "label",
                                        "decisive", "source_id", "authority"])
+
+
+MARK_OPEN, MARK_CLOSE = "⟦", "⟧"
+
+
+def marked(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with each span (character offsets) wrapped in ⟦ ⟧, overlapping spans joined:
+    a highlight that stays plain text, for untrusted text shown with st.code."""
+    joined: list[list[int]] = []
+    for start, end in sorted((int(s), int(e)) for s, e in spans):
+        if joined and start <= joined[-1][1]:
+            joined[-1][1] = max(joined[-1][1], end)
+        else:
+            joined.append([start, end])
+    parts: list[str] = []
+    at = 0
+    for start, end in joined:
+        parts += [text[at:start], MARK_OPEN, text[start:end], MARK_CLOSE]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+FOLLOWED_COLUMNS = ("slot", "band", "chunk_id", "label", "decisive", "matched", "kinds")
+
+
+def followed_chunks(trace: dict[str, Any], placed: pd.DataFrame) -> pd.DataFrame:
+    """One row per chunk the answer follows (the trace's answer_sources), in prompt order:
+    where it sat, whether it is decisive, and what of the answer it holds (the matched texts,
+    or their offsets in the answer when texts are not kept)."""
+    sources = trace.get("answer_sources") or []
+    chunks = {c.get("ordinal"): c for c in trace.get("chunks") or []}
+    rows: dict[int, dict[str, Any]] = {}
+    for s in sources:
+        ordinal = int(s["ordinal"])
+        row = rows.get(ordinal)
+        if row is None:
+            ch = chunks.get(ordinal, {})
+            at = placed[placed["chunk_id"] == s["chunk_id"]] if not placed.empty else placed
+            row = rows[ordinal] = {
+                "slot": int(at["slot"].iloc[0]) if not at.empty else None,
+                "band": at["band"].iloc[0] if not at.empty else None,
+                "chunk_id": s["chunk_id"], "label": ch.get("label"),
+                "decisive": bool(ch.get("is_decisive")), "ordinal": ordinal,
+                "spans": [], "pieces": [], "kinds": []}
+        row["spans"].append((int(s["chunk_start"]), int(s["chunk_end"])))
+        piece = s.get("matched")
+        row["pieces"].append(f'"{piece}"' if isinstance(piece, str)
+                             else f"answer chars {s['answer_start']}-{s['answer_end']}")
+        if s["kind"] not in row["kinds"]:
+            row["kinds"].append(s["kind"])
+    out = pd.DataFrame([{**r, "matched": ", ".join(r["pieces"]), "kinds": ", ".join(r["kinds"])}
+                        for r in rows.values()],
+                       columns=[*FOLLOWED_COLUMNS, "ordinal", "spans"])
+    return out.sort_values(["slot", "ordinal"], na_position="last").reset_index(drop=True)

@@ -1,11 +1,22 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.procs import Proc, start_collector
+
+
+@pytest.fixture(autouse=True)
+def keep_main_module() -> Iterator[None]:
+    """Streamlit's AppTest leaves the app script in sys.modules["__main__"]; a process pool
+    started with spawn afterwards (the collector's derive workers) would run that script in
+    each worker. Put the test runner's own back after every test."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
 
 
 @pytest.fixture

@@ -340,3 +340,23 @@ def test_an_empty_page_says_when_the_requests_are_in_the_other_traffic(
     at.selectbox(key="traffic").set_value("experiment").run()
     assert not at.exception and not at.info
 
+
+
+def test_inspector_shows_the_chunk_the_answer_follows_marked_as_text(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    """The incident's answer says 30 days: it follows the deprecated FAQ chunk at slot 1, not
+    the decisive 14-day policy; the matched span is marked in the answer and in the chunk as
+    plain text, and the chunks holding HTML and Markdown are never rendered."""
+    db, fx = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.incident).run()
+    assert not at.exception
+    codes = [c.value for c in at.code]
+    assert "You have ⟦30 days⟧ to return it [faq-returns#1]." in codes
+    assert "Returns are accepted within ⟦30 days⟧ (2019 policy)." in codes
+    table = next(d.value for d in at.dataframe if "matched" in d.value.columns)
+    assert table[["slot", "chunk_id", "matched", "kinds"]].to_dict("records") == [
+        {"slot": 1, "chunk_id": "faq-returns#1", "matched": '"30 days"', "kinds": "number"}]
+    assert any("slot 1 · faq-returns#1 · conflicting · not decisive" == t.value for t in at.text)
+    assert not any("<script" in m.value for m in at.markdown)

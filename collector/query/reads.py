@@ -320,7 +320,8 @@ def _dicts(cursor: Any) -> list[dict[str, Any]]:
 
 
 def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
-    """One request with its chunks (text inline), placements, outcomes and taxonomy class."""
+    """One request with its chunks (text inline), placements, outcomes, taxonomy class and
+    the chunks its answer follows (answer_sources)."""
     trace_id = trace_id.strip().lower()
     by_trace = {"trace_id": trace_id}
     found = conn.execute(sqlfiles.query("request_of_trace"), by_trace).fetchall()
@@ -331,6 +332,7 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     request = _dicts(conn.execute(sqlfiles.query("trace_request"), p))[0]
     chunks = _dicts(conn.execute(sqlfiles.query("trace_chunks"), p))
     placements = _dicts(conn.execute(sqlfiles.query("trace_placements"), p))
+    sources = _dicts(conn.execute(sqlfiles.query("trace_answer_sources"), p))
     merged = _dicts(conn.execute(sqlfiles.query("merged_outcome_of_trace"), by_trace))
     outcomes = _dicts(conn.execute(sqlfiles.query("outcomes_of_trace"), by_trace))
     request.pop("request_id", None)
@@ -339,6 +341,7 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
         "request": request,
         "chunks": chunks,
         "placements": placements,
+        "answer_sources": sources,
         "outcome": merged[0] if merged else None,
         "outcomes": outcomes,
         "taxonomy_class": request.get("taxonomy_class"),

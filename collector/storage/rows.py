@@ -1,4 +1,5 @@
-"""RagRequest -> the Arrow tables the store appends (requests, chunks, placements, texts)."""
+"""RagRequest -> the Arrow tables the store appends (requests, chunks, placements,
+answer_sources, texts)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pandas  # noqa: F401  pyarrow imports it for tz-aware timestamps; pay that at start-up, not in the first write
 import pyarrow as pa
 
+from midtrace.collector.normalize.answer_sources import AnswerSource, answer_sources
 from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.model import Outcome, RagRequest
@@ -43,6 +45,12 @@ PLACEMENTS = pa.schema([
     ("request_id", pa.int64()), ("chunk_id", pa.string()), ("prompt_index", pa.int32()),
     ("token_start", pa.int32()), ("token_end", pa.int32()), ("char_start", pa.int32()),
     ("char_end", pa.int32()),
+])
+ANSWER_SOURCES = pa.schema([
+    ("request_id", pa.int64()), ("chunk_id", pa.string()), ("ordinal", pa.int32()),
+    ("kind", pa.string()), ("answer_start", pa.int32()), ("answer_end", pa.int32()),
+    ("chunk_start", pa.int32()), ("chunk_end", pa.int32()), ("matched", pa.string()),
+    ("matched_hash", pa.string()),
 ])
 TEXTS = pa.schema([("text_hash", pa.string()), ("text", pa.string())])
 OUTCOMES = pa.schema([
@@ -117,6 +125,7 @@ class Rows:
     requests: dict[str, list[Any]] = field(default_factory=lambda: _empty(REQUESTS))
     chunks: dict[str, list[Any]] = field(default_factory=lambda: _empty(CHUNKS))
     placements: dict[str, list[Any]] = field(default_factory=lambda: _empty(PLACEMENTS))
+    answer_sources: dict[str, list[Any]] = field(default_factory=lambda: _empty(ANSWER_SOURCES))
     texts: dict[str, str] = field(default_factory=dict)
     outcomes: dict[str, list[Any]] = field(default_factory=lambda: _empty(OUTCOMES))
     hashes: TextHashes = field(default_factory=lambda: TextHashes(content_hash))  # memo of content_hash
@@ -174,6 +183,26 @@ class Rows:
             cols["request_id"].extend([request_id] * len(placements))
             for column in _PLACEMENT_ATTRS:
                 cols[column].extend([getattr(p, column) for p in placements])
+        sources = answer_sources(r)
+        if sources:
+            self._add_sources(request_id, r.answer or "", sources, keep_text)
+
+    def _add_sources(self, request_id: int, answer: str, sources: list[AnswerSource],
+                     keep_text: bool) -> None:
+        cols = self.answer_sources
+        for source in sources:
+            for m in source.matches:
+                matched = answer[m.answer_start:m.answer_end]
+                cols["request_id"].append(request_id)
+                cols["chunk_id"].append(source.chunk_id)
+                cols["ordinal"].append(source.ordinal)
+                cols["kind"].append(m.kind)
+                cols["answer_start"].append(m.answer_start)
+                cols["answer_end"].append(m.answer_end)
+                cols["chunk_start"].append(m.chunk_start)
+                cols["chunk_end"].append(m.chunk_end)
+                cols["matched"].append(matched if keep_text else None)
+                cols["matched_hash"].append(self.hashes(matched))
 
     def add_outcome(self, outcome_id: int, trace_id: str, origin: str, o: Outcome,
                     received_at: datetime, keep_text: bool = True) -> None:
@@ -187,6 +216,7 @@ class Rows:
             "requests": pa.table(self.requests, schema=REQUESTS),
             "chunks": pa.table(self.chunks, schema=CHUNKS),
             "placements": pa.table(self.placements, schema=PLACEMENTS),
+            "answer_sources": pa.table(self.answer_sources, schema=ANSWER_SOURCES),
             "chunk_texts": pa.table({"text_hash": list(self.texts), "text": list(self.texts.values())},
                                     schema=TEXTS),
             "outcomes": pa.table(self.outcomes, schema=OUTCOMES),

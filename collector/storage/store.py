@@ -389,7 +389,7 @@ class Store:
                 ids[i] = self._next_request_id
                 self._next_request_id += 1
         out = dict(tables)
-        for name in ("requests", "chunks", "placements"):
+        for name in ("requests", "chunks", "placements", "answer_sources"):
             out[name] = _renumbered(tables[name], "request_id", ids)
         if stored:  # the texts of the chunks kept, not of those dropped with their traces
             texts = out["chunk_texts"]

@@ -201,6 +201,34 @@ with right:
         ui.table(recall.assign(recalled=recall["recalled"].map({True: "kept", False: "missed"})),
                  f"constraints_{trace_id}", key="constraints")
 
+# --- where the answer came from --------------------------------------------------------------
+st.subheader("Where the answer came from")
+followed = frames.followed_chunks(trace, placed)
+if followed.empty:
+    st.caption("No chunk in the prompt holds the answer's specific content (its numbers with "
+               "units, dates, quoted text or rare phrases).")
+else:
+    st.caption("The chunks the answer follows: each holds some of the answer's specific "
+               "content (numbers with units, dates, quoted text, rare phrases), marked ⟦like "
+               "this⟧ in the answer and in the chunk. A chunk followed that is not decisive is "
+               "a distractor the answer came from.")
+    answer = request.get("answer")
+    if isinstance(answer, str) and answer:
+        st.code(frames.marked(answer, [(s["answer_start"], s["answer_end"])
+                                       for s in trace.get("answer_sources") or []]),
+                language=None, wrap_lines=True)
+    ui.table(followed[list(frames.FOLLOWED_COLUMNS)], f"answer_sources_{trace_id}",
+             key="answer_sources")
+    texts = {c.get("ordinal"): c.get("text") for c in trace.get("chunks") or []}
+    for r in followed.to_dict("records"):
+        with st.container(border=True):
+            st.text((f"slot {r['slot']} · " if r["slot"] is not None else "")
+                    + f"{labels.short_id(r['chunk_id'])} · {r['label'] or 'no label'}"
+                    + (" · decisive" if r["decisive"] else " · not decisive"))
+            text = texts.get(r["ordinal"])
+            st.code(frames.marked(text, r["spans"]) if isinstance(text, str)
+                    else "(text not stored)", language=None, wrap_lines=True)
+
 st.subheader("In the prompt")
 st.caption("Retrieval and rerank: each chunk's rank, with its score in brackets.")
 placed_rows = placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]]

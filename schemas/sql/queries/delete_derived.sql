@@ -3,6 +3,8 @@ DELETE FROM chunks WHERE request_id IN (
     SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
 DELETE FROM request_evidence WHERE request_id IN (
     SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
+DELETE FROM answer_sources WHERE request_id IN (
+    SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
 DELETE FROM placements WHERE request_id IN (
     SELECT request_id FROM requests WHERE trace_id IN (SELECT unnest($trace_ids)));
 DELETE FROM requests WHERE trace_id IN (SELECT unnest($trace_ids));

@@ -11,6 +11,11 @@
 -- Decisive chunks (docs/architecture.md, "decisive position"): the merged outcome's decisive_chunk_ids
 -- when it names any; else the chunks the app marked decisive; else the chunks it labelled
 -- direct_answer or exception_constraint. decisive_source says which rule applied.
+--
+-- Answer sources (docs/metrics.md, "Answer sources"): the chunks the answer follows, from the
+-- answer_sources table; n_followed counts them, follows_decisive says whether one is
+-- decisive, followed_distractors lists the others that are in the prompt, each at its first
+-- occurrence (slot, relative position), for answered_from_distractor to band.
 {% from "parts/scope.sql" import request_in_scope with context %}
 CREATE OR REPLACE VIEW request_evidence_live AS
 WITH req AS (
@@ -113,6 +118,27 @@ WITH req AS (
     SELECT request_id, sum(1 / log2(slot + 1)) AS prompt_dcg
     FROM decisive_first
     GROUP BY request_id
+), source AS (
+    SELECT DISTINCT s.request_id, s.chunk_id FROM answer_sources s WHERE {{ request_in_scope("s") }}
+), source_first AS (
+    SELECT pp.request_id, pp.chunk_id, min(pp.slot) AS slot,
+           arg_min(pp.relative_position, pp.slot) AS relative_position
+    FROM positioned pp
+    SEMI JOIN source s ON s.request_id = pp.request_id AND s.chunk_id = pp.chunk_id
+    GROUP BY pp.request_id, pp.chunk_id
+), per_request_source AS (
+    SELECT
+        s.request_id,
+        count(*) AS n_followed,
+        bool_or(d.chunk_id IS NOT NULL) AS follows_decisive,
+        list({'chunk_id': s.chunk_id, 'slot': CAST(sf.slot AS INTEGER),
+              'relative_position': sf.relative_position} ORDER BY sf.slot)
+            FILTER (WHERE d.chunk_id IS NULL AND sf.slot IS NOT NULL) AS followed_distractors
+    FROM source s
+    LEFT JOIN source_first sf ON sf.request_id = s.request_id AND sf.chunk_id = s.chunk_id
+    LEFT JOIN (SELECT DISTINCT request_id, chunk_id FROM decisive) d
+        ON d.request_id = s.request_id AND d.chunk_id = s.chunk_id
+    GROUP BY s.request_id
 ), prompt_size AS (
     SELECT request_id, count(*) AS k FROM placed GROUP BY request_id
 ), chunk_count AS (
@@ -204,7 +230,10 @@ SELECT
     CAST(len(m.required_constraints) AS INTEGER) AS n_required,
     CAST(CASE WHEN m.required_constraints IS NOT NULL THEN
         len(list_intersect(list_distinct(coalesce(m.recalled_constraints, [])), m.required_constraints))
-    END AS INTEGER) AS n_recalled
+    END AS INTEGER) AS n_recalled,
+    CAST(coalesce(prs.n_followed, 0) AS INTEGER) AS n_followed,
+    coalesce(prs.follows_decisive, false) AS follows_decisive,
+    prs.followed_distractors
 FROM req r
 LEFT JOIN merged m USING (request_id)
 LEFT JOIN prompt_size ps USING (request_id)
@@ -214,4 +243,5 @@ LEFT JOIN per_request_placed prp USING (request_id)
 LEFT JOIN per_request_first prf USING (request_id)
 LEFT JOIN per_request_cited prc USING (request_id)
 LEFT JOIN cited_placed cp USING (request_id)
-LEFT JOIN cited_count ncc USING (request_id);
+LEFT JOIN cited_count ncc USING (request_id)
+LEFT JOIN per_request_source prs USING (request_id);

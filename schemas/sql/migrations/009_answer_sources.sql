@@ -1,0 +1,19 @@
+-- The chunks each request's answer follows (collector/normalize/answer_sources.py;
+-- docs/metrics.md, "Answer sources"): one row per piece of the answer found in an in-prompt
+-- chunk's text. Derived like chunks and placements, so deleted and written again with them.
+-- Offsets are in characters (code points) of the answer and of the chunk's text. `matched` is
+-- the answer's text of the match, NULL when texts are not kept (--no-text); `matched_hash` is
+-- its content hash either way. Requests stored before this migration have none until
+-- `midtrace rebuild`.
+CREATE TABLE answer_sources (
+    request_id   BIGINT NOT NULL,
+    chunk_id     VARCHAR NOT NULL,
+    ordinal      INTEGER NOT NULL,  -- the chunk's ordinal in chunks
+    kind         VARCHAR NOT NULL,  -- quote | date | number | ngram
+    answer_start INTEGER NOT NULL,
+    answer_end   INTEGER NOT NULL,
+    chunk_start  INTEGER NOT NULL,
+    chunk_end    INTEGER NOT NULL,
+    matched      VARCHAR,
+    matched_hash VARCHAR NOT NULL
+);
