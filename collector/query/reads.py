@@ -320,7 +320,8 @@ def _dicts(cursor: Any) -> list[dict[str, Any]]:
 
 
 def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
-    """One request with its chunks (text inline), placements, outcomes and taxonomy class."""
+    """One request with its chunks (text inline), placements, outcomes, taxonomy class and
+    its replays (`midtrace replay`, docs/replay.md), per experiment and layout."""
     trace_id = trace_id.strip().lower()
     by_trace = {"trace_id": trace_id}
     found = conn.execute(sqlfiles.query("request_of_trace"), by_trace).fetchall()
@@ -333,6 +334,7 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     placements = _dicts(conn.execute(sqlfiles.query("trace_placements"), p))
     merged = _dicts(conn.execute(sqlfiles.query("merged_outcome_of_trace"), by_trace))
     outcomes = _dicts(conn.execute(sqlfiles.query("outcomes_of_trace"), by_trace))
+    replays = _dicts(conn.execute(sqlfiles.query("replays_of_trace"), by_trace))
     request.pop("request_id", None)
     return {
         "trace_id": trace_id,
@@ -342,6 +344,7 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
         "outcome": merged[0] if merged else None,
         "outcomes": outcomes,
         "taxonomy_class": request.get("taxonomy_class"),
+        "replays": replays,
     }
 
 
