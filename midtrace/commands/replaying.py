@@ -88,14 +88,14 @@ def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | No
     client = open_source(ctx, db, url, token)
     try:
         trace = client.trace(trace_id)
-        prompt_text = _stored_prompt(client, trace_id) if trace else None
+        prompt_texts = client.prompts(trace_id) if trace else []
     except ClientError as e:
         fail(str(e), EXIT_SOURCE)
     finally:
         client.close()  # a --store file must be free before the replays are written into it
     if trace is None:
         fail(f"no request has trace id {trace_id}", EXIT_USAGE)
-    made = rp.incident_from_trace(trace, refs.by_question(), prompt_text)
+    made = rp.incident_from_trace(trace, refs.by_question(), prompt_texts)
     if isinstance(made, str):
         fail(f"request {trace_id} cannot be replayed: {made}", EXIT_USAGE)
     incident = made
@@ -130,12 +130,6 @@ def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | No
         _print(result, cost, price, table)
     for failure in result.failures:
         click.echo(f"failed: {failure}", err=True)
-
-
-def _stored_prompt(client: Any, trace_id: str) -> str | None:
-    """The request's stored prompt text, where the source can give it."""
-    read = getattr(client, "prompt", None)
-    return read(trace_id) if callable(read) else None
 
 
 def _money(value: float | None, price: Any, model: str, table: Path) -> str:

@@ -100,10 +100,11 @@ class Incident:
 
 
 def incident_from_trace(trace: Mapping[str, Any], references: Mapping[str, Reference],
-                        prompt_text: str | None = None) -> Incident | str:
-    """The incident a stored request makes, or why it cannot be replayed. ``prompt_text`` is
-    the request's stored prompt, when the trace carried it (used only if every chunk's
-    character offsets point at its text in it)."""
+                        prompt_texts: Sequence[str] = ()) -> Incident | str:
+    """The incident a stored request makes, or why it cannot be replayed. ``prompt_texts``
+    are the prompts the trace's LLM spans carried (the query API's prompts): the first in
+    which every chunk's stored character offsets hold exactly its text is the request's own;
+    with none such the prompt is rebuilt."""
     request = trace.get("request") or {}
     question = request.get("question")
     chunks_by_id = {str(c.get("chunk_id")): c for c in trace.get("chunks") or []}
@@ -139,7 +140,8 @@ def incident_from_trace(trace: Mapping[str, Any], references: Mapping[str, Refer
     chunks = tuple(_chunk(c, str(c["chunk_id"]) in decisive) for c, _ in placed)
     ranking = sorted(range(len(placed)), key=lambda i: _rank_key(placed[i][0], i))
     ranks = {chunks[i].id: n for n, i in enumerate(ranking, start=1)}
-    offsets = _offsets(prompt_text, placed)
+    prompt_text, offsets = next(((t, o) for t in prompt_texts
+                                 if (o := _offsets(t, placed)) is not None), (None, None))
     return Incident(
         trace_id=str(trace.get("trace_id")), question=question, chunks=chunks, ranks=ranks,
         answers=tuple(reference.answers), constraints=constraints,
