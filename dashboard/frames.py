@@ -350,3 +350,18 @@ def citations(trace: dict[str, Any], placed: pd.DataFrame) -> pd.DataFrame:
         })
     return pd.DataFrame(rows, columns=["citation", "chunk_id", "slot", "band", "label",
                                        "decisive", "source_id", "authority"])
+
+
+REPLAY_COLUMNS = ["experiment", "layout", "model", "calls", "correct", "accuracy", "last_time"]
+
+
+def replays(rows: Any) -> pd.DataFrame:
+    """The trace's replays (the query API's ``replays``), one row per experiment and layout,
+    with the share of graded calls answered right."""
+    frame = pd.DataFrame(list(rows or []))
+    if frame.empty:
+        return pd.DataFrame(columns=REPLAY_COLUMNS)
+    graded = pd.to_numeric(frame["graded"], errors="coerce")
+    frame["accuracy"] = (pd.to_numeric(frame["correct"], errors="coerce")
+                         / graded.where(graded > 0))
+    return frame[REPLAY_COLUMNS]

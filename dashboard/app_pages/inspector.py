@@ -201,6 +201,26 @@ with right:
         ui.table(recall.assign(recalled=recall["recalled"].map({True: "kept", False: "missed"})),
                  f"constraints_{trace_id}", key="constraints")
 
+# --- replays (`midtrace replay`, docs/replay.md) ---------------------------------------------
+st.subheader("Replays")
+replays = frames.replays(trace.get("replays") or [])
+if replays.empty:
+    st.caption("Not replayed yet. Would another layout have answered it right? Ask the same "
+               "prompt again with its chunks re-ordered (the decisive chunk first, last, and "
+               "by each packing strategy), then come back here:")
+    st.code(f"midtrace replay --trace-id {trace_id} --store STORE.duckdb (or --url URL) "
+            "--references REFERENCES.jsonl --endpoint URL --model MODEL "
+            "[--strategies edge,long_context_reorder] [--repeats 5] [--dry-run]",
+            language="bash", wrap_lines=True)
+else:
+    st.caption("This request asked again under other layouts, one row per experiment and "
+               "layout; 'original' is its own prompt order. Open an experiment to compare "
+               "the layouts on the Experiments page.")
+    ui.table(replays.assign(open=[filters.experiment_link(e) for e in replays["experiment"]]),
+             f"replays_{trace_id}", key="replays", csv=replays,
+             column_config={"open": st.column_config.LinkColumn(
+                 "", display_text="experiment ↗", width="small")})
+
 st.subheader("In the prompt")
 st.caption("Retrieval and rerank: each chunk's rank, with its score in brackets.")
 placed_rows = placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]]
