@@ -185,7 +185,7 @@ def _inspector_shows_the_replay(page: Page, base: str) -> None:
     expect(cells.filter(has_text=EXPERIMENT).first).to_be_attached()
     expect(cells.filter(has_text="edge").first).to_be_attached()
     # the link column points at the experiment on the Experiments page
-    expect(cells.filter(has_text=f"experiments?").first).to_be_attached()
+    expect(cells.filter(has_text="experiments?").first).to_be_attached()
     link = next(t for t in cells.all_text_contents() if "experiments?" in t)
     assert f"experiment={EXPERIMENT}" in link
     page.goto(base + "/" + link.strip().removeprefix("./"))
@@ -198,3 +198,28 @@ def _inspector_shows_the_replay(page: Page, base: str) -> None:
     for layout in ("original", "edge", "decisive_first", "decisive_last"):
         expect(main.get_by_text(layout, exact=True).first).to_be_visible()
     expect(main.get_by_text("100.0%", exact=True).first).to_be_visible()
+
+
+def test_the_stored_prompt_of_an_openinference_trace_holds_its_chunks_at_their_offsets(
+        replayed: Replayed) -> None:
+    """The bundled LangChain traces carried their prompts: the query API gives them back as
+    the collector joined them, so every stored chunk offset points at the chunk's text."""
+    from midtrace.collector.query.reads import Filters
+
+    client = open_client(db=replayed.db)
+    try:
+        page, _ = client.requests_page(Filters.from_params({"service": "policy-bot"}), limit=5)
+        checked = 0
+        for trace_id in page["trace_id"]:
+            trace = client.trace(str(trace_id))
+            prompts = client.prompts(str(trace_id))
+            assert trace is not None and prompts
+            texts = {c["chunk_id"]: c["text"] for c in trace["chunks"]}
+            for p in trace["placements"]:
+                assert prompts[0][p["char_start"]:p["char_end"]] == texts[p["chunk_id"]]
+                checked += 1
+        assert checked > 0
+        # a trace in midtrace's own convention records positions, not the prompt
+        assert client.prompts(REFUND) == []
+    finally:
+        client.close()
