@@ -26,7 +26,7 @@ from midtrace.prices import DEFAULT_PRICES, load_prices
 from midtrace.sweep.replay import NO_TEXT, incident_from_trace
 from tests import browser as b
 from tests.fake_llm import DOC, FakeLLM
-from tests.procs import start
+from tests.procs import start, start_collector
 
 MIDTRACE = [sys.executable, "-m", "midtrace"]
 REFUND = "fab9bc8804e3fb0e490558bbe686c2ae"
@@ -223,3 +223,66 @@ def test_the_stored_prompt_of_an_openinference_trace_holds_its_chunks_at_their_o
         assert client.prompts(REFUND) == []
     finally:
         client.close()
+
+
+@pytest.mark.browser
+def test_the_inspector_replays_after_showing_the_count_and_the_estimate(tmp_path: Path) -> None:
+    """With a collector behind it and MIDTRACE_SWEEP_ENDPOINT set, the inspector counts the
+    calls and estimates their cost, and spends them only on confirmation."""
+    db = tmp_path / "samples.duckdb"
+    load_samples(db)
+    llm = FakeLLM(responder=answer, usage_ratio=0.25)
+    collector = start_collector(db, tmp_path / "collector.log")
+    try:
+        dashboard = start(["dashboard", "--url", collector.url, "--port", "0"],
+                          tmp_path / "dashboard.log", ready=READY, timeout=90,
+                          env={"MIDTRACE_SWEEP_ENDPOINT": llm.url,
+                               "MIDTRACE_SWEEP_MODEL": "gpt-4.1-mini"})
+        try:
+            with sync_playwright() as pw:
+                try:
+                    browser = b.launch(pw)
+                except b.BrowserMissing as e:
+                    pytest.fail(str(e))
+                try:
+                    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                    page.set_default_timeout(30_000)
+                    _replay_from_the_inspector(page, dashboard.url, llm)
+                finally:
+                    browser.close()
+        finally:
+            assert dashboard.stop() == 0, dashboard.log()
+    finally:
+        collector.stop()
+        llm.close()
+    client = open_client(db=db)
+    try:
+        trace = client.trace(REFUND)
+        assert trace is not None
+        rows = {row["layout"]: (row["correct"], row["calls"]) for row in trace["replays"]}
+        assert rows == {"original": (0, 2), "edge": (2, 2), "long_context_reorder": (0, 2),
+                        "decisive_first": (2, 2), "decisive_last": (2, 2)}
+    finally:
+        client.close()
+
+
+def _replay_from_the_inspector(page: Page, base: str, llm: FakeLLM) -> None:
+    page.goto(b.page_url(base, "inspector", f"trace_id={REFUND}"))
+    b.wait_rendered(page, timeout=90)
+    expect(page.locator(b.EXCEPTION)).to_have_count(0)
+    page.get_by_text("Replay it here").click()
+    page.get_by_label("Calls per layout").fill("2")
+    page.get_by_label("Accepted answers, one per line").fill("14 days")
+    page.get_by_role("button", name="Count the calls and estimate the cost").click()
+    b.wait_rendered(page, timeout=60)
+    expect(page.get_by_text(re.compile(r"^10 calls \(5 layouts: original, edge, "
+                                       r"long_context_reorder, decisive_first, decisive_last\) "
+                                       r"to gpt-4.1-mini; estimated cost \$\d"))).to_be_visible()
+    assert llm.attempts == 0, "no call before the confirmation"
+    page.get_by_role("button", name="Spend 10 calls").click()
+    b.wait_rendered(page, timeout=90)
+    expect(page.locator(b.EXCEPTION)).to_have_count(0)
+    expect(page.get_by_text("Replays recorded: see the table above.")).to_be_visible()
+    assert llm.attempts == 10
+    cells = page.locator('.st-key-table_replays [data-testid="stDataFrame"] td[role="gridcell"]')
+    expect(cells.filter(has_text="decisive_first").first).to_be_attached()
