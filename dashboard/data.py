@@ -170,3 +170,82 @@ def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
             fresh.close()
     st.cache_data.clear()
     return result
+
+
+# --- replays from the inspector (docs/replay.md, "From the dashboard") -----------------------
+ENV_REPLAY_ENDPOINT = "MIDTRACE_SWEEP_ENDPOINT"
+ENV_REPLAY_MODEL = "MIDTRACE_SWEEP_MODEL"
+REPLAY_MAX_TOKENS = 100
+
+
+def replay_endpoint() -> str | None:
+    """The one endpoint the dashboard may spend calls on: the one its environment names when
+    it starts. A page never takes an endpoint or a key from its visitor, so the keys in the
+    dashboard's environment go to no address a visitor chose."""
+    return os.environ.get(ENV_REPLAY_ENDPOINT) or None
+
+
+def replay_default_model() -> str | None:
+    return os.environ.get(ENV_REPLAY_MODEL) or None
+
+
+def replay_plan(trace: dict[str, Any], answers: list[str], strategies: str, repeats: int,
+                model: str) -> Any:
+    """The replay of ``trace`` the form describes (midtrace.sweep.replay.Plan), or why there
+    is none (a string)."""
+    from midtrace.references import Reference, question_key
+    from midtrace.sweep import replay as rp
+    from midtrace.sweep.conditions import ConditionError, parse_strategies
+
+    try:
+        names = parse_strategies(strategies)
+    except ConditionError as e:
+        return str(e)
+    question = (trace.get("request") or {}).get("question")
+    refs = ({question_key(question): Reference(0, question, tuple(answers))}
+            if isinstance(question, str) and answers else {})
+    made = rp.incident_from_trace(trace, refs, client().prompts(str(trace["trace_id"])))
+    if isinstance(made, str):
+        return made.replace("no --references line has its question",
+                            "give the accepted answers")
+    return rp.plan(made, names, repeats, rp.default_experiment(made.trace_id, model))
+
+
+def replay_estimate(plan: Any, model: str) -> tuple[float | None, bool]:
+    """The estimated cost of a plan's calls (prompt characters / 4 in, the most answer tokens
+    out, by the price table) and whether its prices are examples; None when the model is not
+    in the table."""
+    from midtrace.prices import PriceError, load_prices, prices_path
+
+    try:
+        price = load_prices(prices_path()).get(model)
+    except PriceError:
+        price = None
+    if price is None:
+        return None, False
+    return (price.cost(plan.estimated_prompt_tokens(), len(plan.trials) * REPLAY_MAX_TOKENS),
+            price.example)
+
+
+def run_replay(plan: Any, model: str) -> Any:
+    """Spend the plan's calls on the configured endpoint, recording the replays through the
+    collector behind the dashboard; then every page re-reads."""
+    from midtrace.sweep import replay as rp
+    from midtrace.sweep.client import ChatClient, api_key_from_env
+    from midtrace.sweep.recording import OtlpSink, Recorder
+
+    s = source()
+    endpoint = replay_endpoint()
+    if not s["url"] or not endpoint:
+        raise rp.ReplayError("replays need a collector behind the dashboard and "
+                             f"{ENV_REPLAY_ENDPOINT} set when it starts")
+    chat = ChatClient(endpoint, model, api_key=api_key_from_env(os.environ),
+                      max_tokens=REPLAY_MAX_TOKENS, concurrency=4)
+    recorder = Recorder(OtlpSink(s["url"], s["token"]), service="midtrace-replay")
+    try:
+        result = rp.run(plan, chat, recorder, model)
+    finally:
+        chat.close()
+        recorder.close()
+    st.cache_data.clear()
+    return result

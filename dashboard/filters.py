@@ -173,3 +173,10 @@ def inspect_link(trace_id: str) -> str:
     """A link to one trace in the inspector that keeps the current filters (dates, traffic,
     service...), so the inspector's lists and the way back stay in the same slice."""
     return "./inspector?" + urlencode({**current(), "trace_id": trace_id})
+
+
+def experiment_link(experiment: str) -> str:
+    """A link to one experiment on the Experiments page, in the current date range (the
+    other filters describe the production request it was linked from, not the experiment)."""
+    kept = {k: v for k, v in current().items() if k in ("since", "until", "grader")}
+    return "./experiments?" + urlencode({**kept, "experiment": experiment})

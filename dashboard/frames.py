@@ -405,3 +405,18 @@ def followed_chunks(trace: dict[str, Any], placed: pd.DataFrame) -> pd.DataFrame
                         for r in rows.values()],
                        columns=[*FOLLOWED_COLUMNS, "ordinal", "spans"])
     return out.sort_values(["slot", "ordinal"], na_position="last").reset_index(drop=True)
+
+
+REPLAY_COLUMNS = ["experiment", "layout", "model", "calls", "correct", "accuracy", "last_time"]
+
+
+def replays(rows: Any) -> pd.DataFrame:
+    """The trace's replays (the query API's ``replays``), one row per experiment and layout,
+    with the share of graded calls answered right."""
+    frame = pd.DataFrame(list(rows or []))
+    if frame.empty:
+        return pd.DataFrame(columns=REPLAY_COLUMNS)
+    graded = pd.to_numeric(frame["graded"], errors="coerce")
+    frame["accuracy"] = (pd.to_numeric(frame["correct"], errors="coerce")
+                         / graded.where(graded > 0))
+    return frame[REPLAY_COLUMNS]

@@ -12,7 +12,7 @@ import logging
 
 import click
 
-from midtrace.commands import cases, grading, reading, serving, storage, sweeping
+from midtrace.commands import cases, grading, reading, replaying, serving, storage, sweeping
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -25,7 +25,8 @@ def cli(log_level: str) -> None:
 
 for command in (serving.collector, serving.dashboard, serving.serve, serving.demo,
                 storage.ingest, storage.rebuild, storage.prune, storage.export,
-                reading.report, reading.gate, grading.grade, cases.cases, sweeping.sweep):
+                reading.report, reading.gate, grading.grade, cases.cases, sweeping.sweep,
+                replaying.replay):
     cli.add_command(command)
 
 

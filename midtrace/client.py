@@ -56,6 +56,8 @@ class Client(Protocol):
 
     def trace(self, trace_id: str) -> dict[str, Any] | None: ...
 
+    def prompts(self, trace_id: str) -> list[str]: ...
+
     def request_texts(self, filters: Filters = Filters(), limit: int = 500,
                       offset: int = 0) -> pa.Table: ...
 
@@ -158,6 +160,11 @@ class FileClient(_Backend):
                       offset: int = 0) -> pa.Table:
         """A page of requests with question, answer and chunk texts (reads.run_request_texts)."""
         return self._read(lambda cur: reads.run_request_texts(cur, filters, limit, offset))
+
+    def prompts(self, trace_id: str) -> list[str]:
+        """The prompt texts the trace's LLM spans carried, the last call first
+        (reads.run_trace_prompts)."""
+        return self._read(lambda cur: reads.run_trace_prompts(cur, trace_id))
 
     def facets(self) -> dict[str, Any]:
         return self._read(reads.run_facets)
@@ -271,6 +278,10 @@ class HttpClient(_Backend):
             return None
         self._check(response)
         return dict(response.json())
+
+    def prompts(self, trace_id: str) -> list[str]:
+        """The prompt texts the trace's LLM spans carried, the last call first."""
+        return list(self._get(f"/api/v1/prompts/{trace_id}").json()["prompts"])
 
     def facets(self) -> dict[str, Any]:
         return dict(self._get("/api/v1/facets").json())

@@ -21,7 +21,10 @@ PER_CALL = {("report", "--since"), ("report", "--until"), ("report", "--filter")
             ("grade", "--api-key-env"), ("grade", "--budget-usd"), ("grade", "--follow"),
             ("cases", "--since"), ("cases", "--until"), ("cases", "--filter"),
             ("cases", "--class"), ("cases", "--trace-id"), ("cases", "--references"),
-            ("cases", "--output")}
+            ("cases", "--output"), ("replay", "--trace-id"), ("replay", "--strategies"),
+            ("replay", "--repeats"), ("replay", "--references"), ("replay", "--api-key-env"),
+            ("replay", "--experiment"), ("replay", "--concurrency"), ("replay", "--max-tokens"),
+            ("replay", "--dry-run"), ("replay", "--json")}
 
 
 def options() -> list[tuple[str, click.Option]]:

@@ -173,6 +173,11 @@ def query_routes(connection: Callable[[], duckdb.DuckDBPyConnection],
             return _error(404, f"no request with trace id {trace_id!r}")
         return _json(found)
 
+    async def prompts(request: Request) -> Response:
+        trace_id = request.path_params["trace_id"]
+        return _json({"trace_id": trace_id,
+                      "prompts": await read(lambda cur: reads.run_trace_prompts(cur, trace_id))})
+
     async def facets(request: Request) -> Response:
         return _json(await read(reads.run_facets))
 
@@ -190,6 +195,7 @@ def query_routes(connection: Callable[[], duckdb.DuckDBPyConnection],
         route("/api/v1/requests", requests),
         route("/api/v1/request-texts", request_texts),
         route("/api/v1/traces/{trace_id:path}", trace),
+        route("/api/v1/prompts/{trace_id}", prompts),
         route("/api/v1/facets", facets),
         route("/api/v1/settings", settings),
     ]

@@ -321,7 +321,8 @@ def _dicts(cursor: Any) -> list[dict[str, Any]]:
 
 def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     """One request with its chunks (text inline), placements, outcomes, taxonomy class and
-    the chunks its answer follows (answer_sources)."""
+    the chunks its answer follows (answer_sources) and its replays (`midtrace replay`,
+    docs/replay.md), per experiment and layout."""
     trace_id = trace_id.strip().lower()
     by_trace = {"trace_id": trace_id}
     found = conn.execute(sqlfiles.query("request_of_trace"), by_trace).fetchall()
@@ -335,6 +336,7 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     sources = _dicts(conn.execute(sqlfiles.query("trace_answer_sources"), p))
     merged = _dicts(conn.execute(sqlfiles.query("merged_outcome_of_trace"), by_trace))
     outcomes = _dicts(conn.execute(sqlfiles.query("outcomes_of_trace"), by_trace))
+    replays = _dicts(conn.execute(sqlfiles.query("replays_of_trace"), by_trace))
     request.pop("request_id", None)
     return {
         "trace_id": trace_id,
@@ -345,6 +347,7 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
         "outcome": merged[0] if merged else None,
         "outcomes": outcomes,
         "taxonomy_class": request.get("taxonomy_class"),
+        "replays": replays,
     }
 
 
@@ -365,4 +368,32 @@ def run_facets(conn: Any) -> dict[str, Any]:
     out["context_bucket"] = [b for b in CONTEXT_BUCKETS if b in set(row["context_bucket"])]
     out["time"] = {"min": json_value(row["min_time"]), "max": json_value(row["max_time"])}
     out["requests"] = int(row["requests"])
+    return out
+
+
+def run_trace_prompts(conn: Any, trace_id: str) -> list[str]:
+    """The prompt texts the trace's LLM spans carried (OpenInference or GenAI messages, joined
+    as the collector joins them when it locates the chunks), the last-ending call first; none
+    where the app recorded no prompt text or the collector kept none (``--no-text``). For
+    `midtrace replay`, which sends a request's own prompt again."""
+    from midtrace.collector.normalize import genai, openinference
+    from midtrace.collector.normalize.attr_values import readable
+    from midtrace.collector.storage.spanstore import span_from_row
+
+    ids = {"trace_ids": [trace_id.strip().lower()]}
+    texts = dict(conn.execute(sqlfiles.query("texts_of_traces"), ids).fetchall())
+    spans = [span_from_row(row, texts)
+             for row in conn.execute(sqlfiles.query("spans_of_traces"), ids).fetchall()]
+    out: list[str] = []
+    for span in sorted(spans, key=lambda s: (s.end_ns, s.span_id), reverse=True):
+        calls = []
+        if openinference.span_kind(span) == "LLM":
+            calls.append(openinference.llm_call(span))
+        if genai.is_inference(span):
+            events = [e for e in spans if genai.is_event(e) and e.parent_span_id == span.span_id]
+            calls.append(genai.llm_call(span, events))
+        for call in calls:
+            prompt = readable(call.prompt)
+            if prompt and prompt not in out:
+                out.append(prompt)
     return out

@@ -229,6 +229,83 @@ else:
             st.code(frames.marked(text, r["spans"]) if isinstance(text, str)
                     else "(text not stored)", language=None, wrap_lines=True)
 
+# --- replays (`midtrace replay`, docs/replay.md) ---------------------------------------------
+st.subheader("Replays")
+replays = frames.replays(trace.get("replays") or [])
+if replays.empty:
+    st.caption("Not replayed yet. Would another layout have answered it right? Ask the same "
+               "prompt again with its chunks re-ordered (the decisive chunk first, last, and "
+               "by each packing strategy), then come back here:")
+    st.code(f"midtrace replay --trace-id {trace_id} --store STORE.duckdb (or --url URL) "
+            "--references REFERENCES.jsonl --endpoint URL --model MODEL "
+            "[--strategies edge,long_context_reorder] [--repeats 5] [--dry-run]",
+            language="bash", wrap_lines=True)
+else:
+    st.caption("This request asked again under other layouts, one row per experiment and "
+               "layout; 'original' is its own prompt order. Open an experiment to compare "
+               "the layouts on the Experiments page.")
+    ui.table(replays.assign(open=[filters.experiment_link(e) for e in replays["experiment"]]),
+             f"replays_{trace_id}", key="replays", csv=replays,
+             column_config={"open": st.column_config.LinkColumn(
+                 "", display_text="experiment ↗", width="small")})
+endpoint = data.replay_endpoint()
+if data.read_only() or not endpoint:
+    st.caption("To replay from here: run the dashboard on a collector (`midtrace serve`, or "
+               "`midtrace dashboard --url ...`) with MIDTRACE_SWEEP_ENDPOINT set to your "
+               "model endpoint (its key from MIDTRACE_SWEEP_API_KEY or OPENAI_API_KEY).")
+else:
+    with st.expander("Replay it here", expanded=False):
+        st.caption("Calls go to the endpoint MIDTRACE_SWEEP_ENDPOINT names, below. Nothing is "
+                   "sent until you confirm the number of calls and their estimated cost.")
+        st.text(endpoint)
+        with st.form("replay_form", border=False):
+            replay_model = st.text_input("Model", key="replay_model",
+                                         value=data.replay_default_model()
+                                         or str(request.get("model") or ""))
+            replay_strategies = st.text_input("Packing strategies", key="replay_strategies",
+                                              value="edge,long_context_reorder")
+            replay_repeats = st.number_input("Calls per layout", key="replay_repeats",
+                                             min_value=1, max_value=50, value=5, step=1)
+            replay_answers = st.text_area("Accepted answers, one per line (what a right "
+                                          "answer contains)", key="replay_answers", height=68)
+            estimate = st.form_submit_button("Count the calls and estimate the cost")
+        if estimate:
+            answers = [a.strip() for a in replay_answers.splitlines() if a.strip()]
+            planned = ui.query(data.replay_plan, trace, answers, replay_strategies,
+                               int(replay_repeats), replay_model.strip())
+            if isinstance(planned, str) or not replay_model.strip():
+                st.session_state.pop("_replay", None)
+                st.error("Cannot replay this request.")
+                st.text(planned if isinstance(planned, str) else "Name the model.")
+            else:
+                st.session_state["_replay"] = (trace_id, replay_model.strip(), planned)
+        pending = st.session_state.get("_replay")
+        if pending and pending[0] == trace_id:
+            _, replay_model_name, planned = pending
+            cost, example = data.replay_estimate(planned, replay_model_name)
+            calls = len(planned.trials)
+            st.text(f"{calls} calls ({len(planned.layouts)} layouts: "
+                    f"{', '.join(planned.layouts)}) to {replay_model_name}; estimated cost "
+                    + (f"${cost:.4f}" + (" (example prices)" if example else "")
+                       if cost is not None else "unknown (the model is not in the price table)")
+                    + ("; prompt reconstructed from the chunks" if planned.incident.reconstructed
+                       else "; the stored prompt"))
+            if st.button(f"Spend {calls} calls", key="replay_go", type="primary"):
+                with st.spinner(f"Replaying: {calls} calls"):
+                    try:
+                        done = data.run_replay(planned, replay_model_name)
+                    except Exception as e:  # the endpoint's or collector's answer, as text
+                        st.error("The replay stopped.")
+                        st.text(str(e))
+                        st.stop()
+                st.session_state.pop("_replay", None)
+                st.session_state["_replayed"] = (trace_id, done.experiment, done.calls)
+                st.rerun()
+    replayed = st.session_state.get("_replayed")
+    if replayed and replayed[0] == trace_id:
+        st.success("Replays recorded: see the table above.")
+        st.text(f"{replayed[2]} calls recorded as experiment {replayed[1]}")
+
 st.subheader("In the prompt")
 st.caption("Retrieval and rerank: each chunk's rank, with its score in brackets.")
 placed_rows = placed[[c for c in frames.PLACEMENT_COLUMNS if c in placed.columns]]
