@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from midtrace.collector.intake.otlp import records_to_request, spans_of
+from midtrace.collector.intake.otlp import has_prefixed_attribute, records_to_request, spans_of
 from midtrace.collector.receive.bodies import (
     PROTOBUF, REDACTED_PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans)
 from midtrace.collector.receive.forward import Batch, Forwarder
@@ -72,10 +72,13 @@ class Intake:
         Raises QueueFull (answer 503 / UNAVAILABLE) before anything is stored, and the
         intake log's error when its commit fails.
         """
-        # A worker derives the export from its raw bytes: read here only what the checks
-        # need (its midtrace attributes), not every attribute a second time.
+        # An export without midtrace's own attributes (zero-code instrumentation) is derived
+        # by a worker from its raw bytes: its checks read no attribute value here. One with
+        # them is decoded here for the contract's checks, and derived from the spans in hand
+        # (a worker would decode it again: bench/ingest.py, own conventions).
         light = (self.keep_text and self.appender.derives_raw
-                 and isinstance(export, ExportTraceServiceRequest))
+                 and isinstance(export, ExportTraceServiceRequest)
+                 and not has_prefixed_attribute(export, PREFIX))
         check = check_spans(spans_of(export, PREFIX) if light else export)
         c = self.counters
         c.exports += 1

@@ -12,8 +12,9 @@ With a DerivePool (collector/storage/derive.py) the derive step runs in two thre
 pool's processes: the dispatch thread takes a group of acknowledged exports and hands their
 raw bytes to a worker, which decodes, normalizes and builds the rows; the apply thread
 stores each group's rows in the order the groups were taken (Store.apply). A group that
-holds anything else (outcomes, a ``--no-text`` export), or whose worker fails, is derived
-in the apply thread from the spans in hand, as without a pool.
+holds anything else (outcomes, a ``--no-text`` export, an export intake decoded because it
+carries midtrace's own attributes), or whose worker fails, is derived in the apply thread
+from the spans in hand, as without a pool.
 
 A caller may stop waiting (a gRPC deadline passes, a client hangs up) and cancel its Future:
 the job is still committed, its answer dropped. Nothing a caller does can stop the thread;
@@ -201,7 +202,10 @@ class Writer:
 
     def _to_worker(self, batch: Batch) -> Future[Prepared] | None:
         """A worker's Future for the group, when a worker can derive all of it."""
-        if self.pool is None or any(job.raw is None or job.outcomes for job, _ in batch):
+        # Exports whose spans intake decoded (midtrace's own attributes) are derived here from
+        # the spans in hand: a worker would decode them a second time.
+        if self.pool is None or any(job.raw is None or job.spans or job.outcomes
+                                    for job, _ in batch):
             return None
         try:
             return self.pool.submit([job.raw for job, _ in batch if job.raw is not None],

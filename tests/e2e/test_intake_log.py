@@ -24,6 +24,39 @@ def export_body(tag: str, n: int = 1) -> bytes:
     return otlp.encode_sdk_spans(batch_of_spans(n, tag)).SerializeToString()
 
 
+def openinference_body(tag: str, n: int = 1) -> bytes:
+    """``n`` zero-code requests as OpenInference records them (a RETRIEVER span and an LLM
+    span whose prompt holds the documents): no midtrace attribute, so a derive worker
+    derives them."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "zero-code"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    for i in range(n):
+        docs = [f"{tag}{i} document {d}: " + "returns are accepted within fourteen days " * 8
+                for d in range(3)]
+        with tracer.start_as_current_span("rag"):
+            with tracer.start_as_current_span("retrieve") as r:
+                r.set_attribute("openinference.span.kind", "RETRIEVER")
+                for d, text in enumerate(docs):
+                    r.set_attribute(f"retrieval.documents.{d}.document.id", f"{tag}{i}-d{d}")
+                    r.set_attribute(f"retrieval.documents.{d}.document.content", text)
+            with tracer.start_as_current_span("llm") as llm:
+                llm.set_attribute("openinference.span.kind", "LLM")
+                llm.set_attribute("llm.input_messages.0.message.role", "user")
+                llm.set_attribute("llm.input_messages.0.message.content",
+                                  "Answer from the documents.\n\n" + "\n\n".join(reversed(docs))
+                                  + f"\n\nQuestion {tag}{i}: how long are returns accepted?")
+                llm.set_attribute("llm.output_messages.0.message.role", "assistant")
+                llm.set_attribute("llm.output_messages.0.message.content", "Fourteen days.")
+    return otlp.encode_sdk_spans(list(memory.get_finished_spans())).SerializeToString()
+
+
 def test_an_acknowledged_export_left_in_the_log_is_derived_when_the_store_opens(tmp_path: Path) -> None:
     db = tmp_path / "crash.duckdb"
     store = Store.open(db)
@@ -59,7 +92,7 @@ def test_recover_on_an_offline_store_empties_the_log(tmp_path: Path) -> None:
 def test_fresh_reads_wait_until_every_acknowledged_export_is_derived(tmp_path: Path) -> None:
     db = tmp_path / "fresh.duckdb"
     proc = start_collector(db, tmp_path / "log")
-    bodies = [export_body(f"f{i}-", 20) for i in range(40)]
+    bodies = [openinference_body(f"f{i}-", 20) for i in range(40)]
     try:
         with httpx.Client(base_url=proc.url, timeout=30) as http:
             for body in bodies:
@@ -150,11 +183,11 @@ def test_a_dead_derive_worker_loses_nothing(tmp_path: Path) -> None:
         assert len(workers) == 1, workers
         with httpx.Client(base_url=proc.url, timeout=30) as http:
             for i in range(5):
-                assert http.post("/v1/traces", content=export_body(f"before{i}-", 10),
+                assert http.post("/v1/traces", content=openinference_body(f"before{i}-", 10),
                                  headers={"content-type": PROTOBUF}).status_code == 200
             os.kill(workers[0], signal.SIGKILL)  # killed, as the OOM killer would
             for i in range(5):
-                assert http.post("/v1/traces", content=export_body(f"after{i}-", 10),
+                assert http.post("/v1/traces", content=openinference_body(f"after{i}-", 10),
                                  headers={"content-type": PROTOBUF}).status_code == 200
             found = http.get("/api/v1/requests", params={"fresh": "1", "limit": "1"}).json()
             health = http.get("/healthz").json()
