@@ -67,6 +67,22 @@ MAX_POOL_RESTARTS = 3  # worker pools started again after one died, before givin
 Batch = list[tuple[WriteJob, "Future[WriteStats]"]]
 
 
+def _workable(job: WriteJob) -> bool:
+    """Whether a worker can derive the job: an export in raw bytes, not decoded at intake."""
+    return job.raw is not None and not job.spans and not job.outcomes
+
+
+def _runs(batch: Batch, key: Callable[[WriteJob], bool]) -> list[Batch]:
+    """The batch cut, in order, into runs of jobs that agree on ``key``."""
+    runs: list[Batch] = []
+    for item in batch:
+        if runs and key(runs[-1][0][0]) == key(item[0]):
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
+
+
 def _decoded(batch: Batch) -> Batch:
     """The batch with the spans of every export that came undecoded (see Intake.export)."""
     out = []
@@ -195,7 +211,8 @@ class Writer:
                 return n_spans < limit
 
             batch, stopping = take_group(self._queue, item, room)
-            self._taken.put((batch, self._to_worker(batch)))
+            for run in _runs(batch, _workable):  # in order: mixed traffic keeps its workers busy
+                self._taken.put((run, self._to_worker(run)))
             if stopping:
                 self._taken.put(STOP)
                 return
@@ -204,8 +221,7 @@ class Writer:
         """A worker's Future for the group, when a worker can derive all of it."""
         # Exports whose spans intake decoded (midtrace's own attributes) are derived here from
         # the spans in hand: a worker would decode them a second time.
-        if self.pool is None or any(job.raw is None or job.spans or job.outcomes
-                                    for job, _ in batch):
+        if self.pool is None or not all(_workable(job) for job, _ in batch):
             return None
         try:
             return self.pool.submit([job.raw for job, _ in batch if job.raw is not None],
