@@ -19,6 +19,8 @@ import logging
 import multiprocessing
 import os
 import sys
+import threading
+import time
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -116,6 +118,25 @@ def _warm() -> None:
     import midtrace.collector.normalize.pipeline  # noqa: F401
 
 
+PARENT_POLL_SECONDS = 1.0
+
+
+def _start_worker() -> None:
+    """A worker's start: its imports, and a watch on its collector. A collector killed
+    outright (kill -9, the OOM killer) cannot stop its workers; each leaves once it finds
+    itself orphaned instead of waiting forever for work."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_SECONDS)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="midtrace-derive-parent-watch", daemon=True).start()
+    _warm()
+
+
 def default_workers() -> int:
     """Derive workers when none are asked for: every core but the one intake runs on."""
     return max(1, (os.cpu_count() or 1) - 1)
@@ -144,7 +165,7 @@ class DerivePool:
         self.workers = workers
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_warm)
+            initializer=_start_worker)
         # Start them all now (the first export should not wait for a worker's imports).
         with _without_main_module():
             for f in [self._executor.submit(_warm) for _ in range(workers)]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import httpx
@@ -189,7 +190,12 @@ def test_a_dead_derive_worker_loses_nothing(tmp_path: Path) -> None:
             for i in range(5):
                 assert http.post("/v1/traces", content=openinference_body(f"after{i}-", 10),
                                  headers={"content-type": PROTOBUF}).status_code == 200
-            found = http.get("/api/v1/requests", params={"fresh": "1", "limit": "1"}).json()
+            for _ in range(6):  # a fresh read waits 10 s; starting workers again may take longer
+                answer = http.get("/api/v1/requests", params={"fresh": "1", "limit": "1"})
+                if answer.status_code != 503:
+                    break
+            assert answer.status_code == 200, answer.text
+            found = answer.json()
             health = http.get("/healthz").json()
     finally:
         proc.stop()
@@ -198,3 +204,23 @@ def test_a_dead_derive_worker_loses_nothing(tmp_path: Path) -> None:
     assert health["derivation"]["worker_restarts"] == 1
     assert health["derivation"]["workers"] == 1
     assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]
+
+
+def test_derive_workers_leave_when_their_collector_is_killed(tmp_path: Path) -> None:
+    proc = start_collector(tmp_path / "orphan.duckdb", tmp_path / "log", "--derive-workers", "1")
+    workers = derive_workers_of(proc.process.pid)
+    assert len(workers) == 1, workers
+    proc.process.send_signal(signal.SIGKILL)  # nothing of the collector runs to stop them
+    proc.process.wait(10)
+
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"  # exited, not yet reaped
+
+    deadline = time.monotonic() + 15
+    while running(workers[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not running(workers[0]), "a derive worker outlived its collector"
