@@ -174,5 +174,7 @@ class DerivePool:
     def submit(self, exports: Sequence[RawExport], keep_text: bool) -> Future[Prepared]:
         return self._executor.submit(prepare_exports, list(exports), keep_text)
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers; ``wait=False`` for a pool a dead worker broke (its executor has
+        killed the others already, and waiting on it can hang)."""
+        self._executor.shutdown(wait=wait, cancel_futures=True)

@@ -234,7 +234,7 @@ class Writer:
         assert self.pool is not None
         workers = self.pool.workers
         try:
-            self.pool.close()
+            self.pool.close(wait=False)
         except Exception:  # a broken pool may say so again on the way out
             pass
         self.pool = None
