@@ -183,18 +183,17 @@ class Writer:
         self.store.close()
 
     def _run_dispatch(self) -> None:
-        try:
-            self._dispatch()
-        except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
-            self.counters.last_error = f"writer stopped: {e!r}"
-            log.exception("the writer's dispatch thread stopped")
+        self._guarded(self._dispatch, "the writer's dispatch thread")
 
     def _run(self) -> None:
+        self._guarded(self._apply_loop, "the writer thread")
+
+    def _guarded(self, loop: Callable[[], None], what: str) -> None:
         try:
-            self._apply_loop()
+            loop()
         except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
             self.counters.last_error = f"writer stopped: {e!r}"
-            log.exception("the writer thread stopped")
+            log.exception("%s stopped", what)
 
     def _dispatch(self) -> None:
         limit = min(self.max_batch_spans, POOL_BATCH_SPANS) if self.pool else self.max_batch_spans

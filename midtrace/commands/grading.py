@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +13,7 @@ import click
 
 from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, StoreCommand, api_key_env_option, fail, filter_options,
-    load_references_or_exit, one_source, open_store, parse_filters, store_option, token_option,
+    key_and_price, load_references_or_exit, one_source, open_store, parse_filters, store_option, token_option,
     url_option)
 
 PAGE = 500
@@ -158,32 +157,43 @@ def _grade_through_collector(url: str, token: str | None, filters: Any, refs: An
 
 
 def _grade_store(db: Path, filters: Any, refs: Any, reviewer: str) -> tuple[Any, int | None]:
-    from midtrace.collector.query.reads import read_cursor, run_request_texts
-    from midtrace.collector.receive.bodies import outcome_from_json
-    from midtrace.collector.storage.store import WriteJob
     from midtrace.references import grade_pages
 
-    store = open_store(db)
-    unchanged = 0
+    with _StoreGrades(db, filters) as io:
+        report = grade_pages(_pages(io.read), refs, reviewer, io.write, PAGE)
+    return report, io.unchanged
 
-    def read(offset: int) -> Any:
-        cur = read_cursor(store.conn)
+
+class _StoreGrades:
+    """A store a grader reads request texts from and writes outcomes to, the path an outcome
+    file takes through `midtrace ingest`; counts the machine grades that changed nothing."""
+
+    def __init__(self, db: Path, filters: Any) -> None:
+        self.store = open_store(db)
+        self.filters = filters
+        self.unchanged = 0
+
+    def read(self, offset: int) -> Any:
+        from midtrace.collector.query.reads import read_cursor, run_request_texts
+
+        cur = read_cursor(self.store.conn)
         try:
-            return run_request_texts(cur, filters, PAGE, offset)
+            return run_request_texts(cur, self.filters, PAGE, offset)
         finally:
             cur.close()
 
-    def write(batch: list[dict[str, Any]]) -> None:
-        nonlocal unchanged
-        # the outcomes take the path an outcome file takes through `midtrace ingest`
-        stats = store.write([WriteJob(outcomes=[outcome_from_json(o) for o in batch])])
-        unchanged += stats.unchanged
+    def write(self, batch: list[dict[str, Any]]) -> None:
+        from midtrace.collector.receive.bodies import outcome_from_json
+        from midtrace.collector.storage.store import WriteJob
 
-    try:
-        report = grade_pages(_pages(read), refs, reviewer, write, PAGE)
-    finally:
-        store.close()
-    return report, unchanged
+        stats = self.store.write([WriteJob(outcomes=[outcome_from_json(o) for o in batch])])
+        self.unchanged += stats.unchanged
+
+    def __enter__(self) -> _StoreGrades:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
 
 
 
@@ -196,18 +206,9 @@ def _judge(url: str | None, db: Path | None, token: str | None, filters: Any, en
            prices_file: Path | None, follow: bool, poll_seconds: float, state_dir: Path,
            timeout: float, retries: int) -> None:
     from midtrace.judge.run import Cache, JudgeSettings, JudgeStop
-    from midtrace.llm import ApiKeyError, ChatClient, RetryPolicy, api_key
-    from midtrace.prices import PriceError, load_prices, prices_path
+    from midtrace.llm import ChatClient, RetryPolicy
 
-    try:
-        key = api_key(os.environ, api_key_env)
-    except ApiKeyError as e:
-        fail(str(e), EXIT_USAGE)
-    table = prices_path(prices_file)
-    try:
-        price = load_prices(table).get(model)
-    except PriceError as e:
-        fail(str(e), EXIT_USAGE)
+    key, table, price = key_and_price(api_key_env, prices_file, model)
     if price is None and budget_usd is not None:
         fail(f"--budget-usd needs the judge's price: {model} is not in the price table {table}; "
              f"add it, or pass --prices FILE", EXIT_USAGE)
@@ -318,32 +319,12 @@ def _judge_through_collector(url: str, token: str | None, filters: Any, client: 
 
 def _judge_store(db: Path, filters: Any, client: Any, settings: Any,
                  cache: Any) -> tuple[Any, int | None]:
-    from midtrace.collector.query.reads import read_cursor, run_request_texts
-    from midtrace.collector.receive.bodies import outcome_from_json
-    from midtrace.collector.storage.store import WriteJob
     from midtrace.judge.run import Judge
 
-    store = open_store(db)
-    unchanged = 0
-
-    def read(offset: int) -> Any:
-        cur = read_cursor(store.conn)
-        try:
-            return run_request_texts(cur, filters, PAGE, offset)
-        finally:
-            cur.close()
-
-    def write(batch: list[dict[str, Any]]) -> None:
-        nonlocal unchanged
-        stats = store.write([WriteJob(outcomes=[outcome_from_json(o) for o in batch])])
-        unchanged += stats.unchanged
-
-    judge = Judge(client, settings, cache, write)
-    try:
-        judge.grade_pages(_pages(read))
-    finally:
-        store.close()
-    return judge, unchanged
+    with _StoreGrades(db, filters) as io:
+        judge = Judge(client, settings, cache, io.write)
+        judge.grade_pages(_pages(io.read))
+    return judge, io.unchanged
 
 
 def _judge_summary(r: Any, model: str, version: str, table: Path, price: Any,

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import click
@@ -296,6 +297,27 @@ api_key_env_option = click.option(
     "--api-key-env", "api_key_env", default=None, metavar="VAR",
     help="The environment variable holding the model endpoint's API key (sent as 'Authorization: "
          "Bearer <key>'); the one convention of every command that calls a model.")
+
+
+def key_and_price(api_key_env: str | None, prices_file: Path | None, model: str,
+                  fallbacks: Sequence[str] | None = None) -> tuple[str | None, Path, Any]:
+    """What a command that calls a model needs before its first call: the endpoint's API key
+    (``--api-key-env VAR``, else the first of ``fallbacks`` that is set) and the model's
+    price from the price table, with the table's path (None when the model is not in it).
+    A key variable that is unset or a price table that cannot be read exits 2."""
+    from midtrace.llm import DEFAULT_KEY_ENVS, ApiKeyError, api_key
+    from midtrace.prices import PriceError, load_prices, prices_path
+
+    try:
+        key = api_key(os.environ, api_key_env, DEFAULT_KEY_ENVS if fallbacks is None else fallbacks)
+    except ApiKeyError as e:
+        fail(str(e), EXIT_USAGE)
+    table = prices_path(prices_file)
+    try:
+        price = load_prices(table).get(model)
+    except PriceError as e:
+        fail(str(e), EXIT_USAGE)
+    return key, table, price
 
 
 def load_references_or_exit(path: Path, nothing_done: str):  # type: ignore[no-untyped-def]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import click
 
 from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, api_key_env_option, fail,
-    load_references_or_exit, one_source, open_source, store_option, token_option, url_option)
+    key_and_price, load_references_or_exit, one_source, open_source, store_option, token_option, url_option)
 
 
 @click.command(cls=StoreCommand)
@@ -62,10 +61,8 @@ def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | No
     --repeats times each; print how often each layout was answered right next to the
     original, and record the replays as an experiment linked to the original trace."""
     from midtrace.client import ClientError
-    from midtrace.prices import PriceError, load_prices, prices_path
     from midtrace.sweep import replay as rp
-    from midtrace.llm import ApiKeyError
-    from midtrace.sweep.client import ChatClient, api_key_from_env
+    from midtrace.sweep.client import API_KEY_ENVS, ChatClient
     from midtrace.sweep.conditions import ConditionError, parse_strategies
     from midtrace.sweep.recording import OtlpSink, Recorder, RecordError, StoreSink
 
@@ -74,15 +71,7 @@ def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | No
         names = parse_strategies(strategies)
     except ConditionError as e:
         raise click.UsageError(str(e)) from None
-    try:
-        key = api_key_from_env(os.environ, api_key_env)
-    except ApiKeyError as e:
-        fail(str(e), EXIT_USAGE)
-    table = prices_path(prices_file)
-    try:
-        price = load_prices(table).get(model)
-    except PriceError as e:
-        fail(str(e), EXIT_USAGE)
+    key, table, price = key_and_price(api_key_env, prices_file, model, API_KEY_ENVS)
     refs = load_references_or_exit(references_path, "nothing was replayed")
     url, db = one_source(ctx, url, db)
     client = open_source(ctx, db, url, token)
