@@ -4,32 +4,19 @@ the real instrumented apps, read back with positions, drops and citations."""
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from midtrace.collector.intake.otlp import SpanRecord, iter_json_lines, spans_of
-from midtrace.collector.normalize.openinference import normalize_openinference
 from midtrace.sample_traces import (dspy_rag_app, haystack_rag_app, llamaindex_rag_app,
                                     record_frameworks)
 from midtrace.sample_traces.policy_corpus import QUESTIONS, TEXT, keyword_scores
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import RagRequest
+from tests.test_langchain_sample import requests_in
 
 CITE = re.compile(r"\[(\d+)\]")
-
-
-def requests_in(path: Path) -> list[RagRequest]:
-    traces: dict[str, list[SpanRecord]] = defaultdict(list)
-    for _, export in iter_json_lines(path.read_text()):
-        for span, error in spans_of(export):
-            assert span is not None, error
-            traces[span.trace_id].append(span)
-    out = [normalize_openinference(spans) for spans in traces.values()]
-    assert all(r is not None for r in out)
-    return sorted((r for r in out if r is not None), key=lambda r: r.time)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import click
 
 from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, StoreCommand, api_key_env_option, fail, filter_options,
-    key_and_price, load_references_or_exit, one_source, open_store, parse_filters, store_option, token_option,
+    key_and_price, load_references_or_exit, prices_option, one_source, open_store, parse_filters, store_option, token_option,
     url_option)
 
 PAGE = 500
@@ -60,10 +60,7 @@ def _pages(read: Callable[[int], Any]) -> Iterator[list[dict[str, Any]]]:
 @click.option("--budget-usd", default=None, type=click.FloatRange(0, min_open=True),
               help="Stop before the judge's cost, from the endpoint's usage and the price "
                    "table, passes this many US dollars.")
-@click.option("--prices", "prices_file", envvar="MIDTRACE_PRICES", show_envvar=True,
-              default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Price table, JSON {model: {input_per_mtok, output_per_mtok}}; default: the "
-                   "one shipped with midtrace (examples).")
+@prices_option
 @click.option("--follow", is_flag=True,
               help="With --url: keep judging new requests as they arrive, until interrupted.")
 @click.option("--poll-seconds", envvar="MIDTRACE_JUDGE_POLL_SECONDS", show_envvar=True,

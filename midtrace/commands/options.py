@@ -299,6 +299,14 @@ api_key_env_option = click.option(
          "Bearer <key>'); the one convention of every command that calls a model.")
 
 
+prices_option = click.option(
+    "--prices", "prices_file", envvar="MIDTRACE_PRICES", show_envvar=True, default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Price table, JSON {model: {input_per_mtok, output_per_mtok}}, the one every command "
+         "that calls a model counts its cost from; default: the one shipped with midtrace "
+         "(examples).")
+
+
 def key_and_price(api_key_env: str | None, prices_file: Path | None, model: str,
                   fallbacks: Sequence[str] | None = None) -> tuple[str | None, Path, Any]:
     """What a command that calls a model needs before its first call: the endpoint's API key

@@ -10,7 +10,7 @@ import click
 
 from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, api_key_env_option, fail,
-    key_and_price, load_references_or_exit, one_source, open_source, store_option, token_option, url_option)
+    key_and_price, load_references_or_exit, prices_option, one_source, open_source, store_option, token_option, url_option)
 
 
 @click.command(cls=StoreCommand)
@@ -37,10 +37,7 @@ from midtrace.commands.options import (
 @click.option("--experiment", default=None,
               help="Experiment the replays are recorded under. Default: "
                    "replay-<first 12 of the trace id>-<model>-<YYYYMMDD>.")
-@click.option("--prices", "prices_file", envvar="MIDTRACE_PRICES", show_envvar=True,
-              default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The price table (JSON {model: {input_per_mtok, output_per_mtok}}) the "
-                   "estimate and the cost come from. Default: the shipped one.")
+@prices_option
 @click.option("--concurrency", default=4, type=click.IntRange(1, 256),
               help="Calls in flight at once.")
 @click.option("--max-tokens", "max_tokens", default=100, type=click.IntRange(1),
