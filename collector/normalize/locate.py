@@ -457,8 +457,12 @@ def locate(prompt: str, texts: Sequence[str | None],
         accepted = _accept(_candidates(_search(folded.text, nfc_needles, min_prefix),
                                        nfc_needles, min_prefix))
 
-    missing = set(range(len(needles))) - {g for g, _, _, _ in accepted}
-    if missing:  # documents the prompt holds in another form: JSON-escaped, tags stripped
+    # Documents the prompt holds in another form (JSON-escaped, tags stripped): those not
+    # found, and those found only cut short, whose whole may be there escaped (a character
+    # JSON escapes, or that folds to a space, ends the plain match early).
+    whole = {g for g, _, _, t in accepted if not t}
+    missing = set(range(len(needles))) - whole
+    if missing:
         extra: list[_Candidate] = [(t, -(e - b), g, b) for g, b, e, t in accepted]
         has_escapes = "\\" in prompt
         for g in sorted(missing):
