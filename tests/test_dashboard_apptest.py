@@ -147,7 +147,8 @@ def test_inspector_in_file_mode_is_read_only_and_says_so(
     placed = next(d.value for d in at.dataframe if "tokens" in d.value)  # "In the prompt"
     assert list(placed["chunk_id"]) == ["faq-returns#1", "xss-chunk", "policy-2026#3", "md-chunk",
                                         "policy-2026#4"]
-    assert not at.get("form")
+    # no grading or replay form; a case is made in the tab, with nothing written
+    assert [f.proto.form.form_id for f in at.get("form")] == ["case_form"]
     # untrusted text goes to code blocks (plain text), never to Markdown
     assert all("onerror" not in m.value for m in at.markdown)
 

@@ -7,7 +7,7 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import assume, example, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from midtrace.collector.normalize.locate import (
