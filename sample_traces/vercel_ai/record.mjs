@@ -122,12 +122,17 @@ function messageText(m) {
 }
 
 /** The scripted model: answers from the decisive policy's numbered line, or its place in a
- * tool result, else from the fallback policy; the app's record of what it cited. */
-function scriptedModel(c, cited) {
-  const usage = prompt => ({
-    inputTokens: { total: Math.round(prompt.map(messageText).join('\n').length / CHARS_PER_TOKEN), noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
-    outputTokens: { total: 24, text: 24, reasoning: undefined },
-  });
+ * tool result, else from the fallback policy. It notes what it cited and the prompt tokens
+ * it reported for each call in `seen`. */
+function scriptedModel(c, seen) {
+  const usage = prompt => {
+    const total = Math.round(prompt.map(messageText).join('\n').length / CHARS_PER_TOKEN);
+    seen.promptTokens.push(total);
+    return {
+      inputTokens: { total, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+      outputTokens: { total: 24, text: 24, reasoning: undefined },
+    };
+  };
   const answer = prompt => {
     const toolResult = prompt.flatMap(m => m.role === 'tool' ? m.content : []).find(p => p.type === 'tool-result');
     if (c.shape === 'tool' && !toolResult) {
@@ -148,7 +153,7 @@ function scriptedModel(c, cited) {
       }
       if (slot !== null) { claim = said; id = target; break; }
     }
-    cited.push(slot === null ? null : id);
+    if (slot !== null) seen.cited.push(id);
     return { content: [{ type: 'text', text: slot === null ? 'I could not find this in the policies.' : `${claim} [${slot}].` }], finish: 'stop' };
   };
   let calls = 0;
@@ -194,8 +199,8 @@ async function askWithContext(tracer, c) {
     const kept = fitBudget(retrieved, c.budget);
     const packed = c.order === 'reverse' ? [...kept].reverse() : kept;
     const block = packed.map((r, i) => label(i + 1, BY_ID[r.id])).join('\n');
-    const cited = [];
-    const model = scriptedModel(c, cited);
+    const seen = { cited: [], promptTokens: [] };
+    const model = scriptedModel(c, seen);
     const messages = c.where === 'system'
       ? { system: `${SYSTEM}\n\nPolicies:\n${block}`, prompt: c.question }
       : { system: SYSTEM, prompt: `Policies:\n${block}\n\nQuestion: ${c.question}` };
@@ -208,14 +213,14 @@ async function askWithContext(tracer, c) {
       answer = (await generateText(options)).text;
     }
     root.end();
-    return { retrieved, in_prompt: packed.map(r => r.id), answer, cited };
+    return { retrieved, in_prompt: packed.map(r => r.id), answer, seen };
   });
 }
 
 /** One request of the "tool" shape; what the app did. */
 async function askWithTool(c) {
   const results = [];
-  const cited = [];
+  const seen = { cited: [], promptTokens: [] };
   const searchPolicies = tool({
     description: 'Search the shop policies; returns the best matching policies, best first.',
     inputSchema: z.object({ query: z.string() }),
@@ -226,7 +231,7 @@ async function askWithTool(c) {
     },
   });
   const { text } = await generateText({
-    model: scriptedModel(c, cited),
+    model: scriptedModel(c, seen),
     system: TOOL_SYSTEM,
     prompt: c.question,
     tools: { search_policies: searchPolicies },
@@ -234,7 +239,7 @@ async function askWithTool(c) {
     telemetry: { functionId: 'policy-agent' },
   });
   const [found] = results;
-  return { retrieved: found, in_prompt: found.map(r => r.id), answer: text, cited };
+  return { retrieved: found, in_prompt: found.map(r => r.id), answer: text, seen };
 }
 
 // --- tracing and output ---------------------------------------------------------------------
@@ -283,7 +288,7 @@ async function main() {
     lines.push(JSON.parse(new TextDecoder().decode(JsonTraceSerializer.serializeRequest(spans))));
     const traceIds = new Set(spans.map(s => s.spanContext().traceId));
     if (traceIds.size !== 1) throw new Error(`case ${index}: ${traceIds.size} traces`);
-    const { retrieved, in_prompt: inPrompt, answer, cited } = done;
+    const { retrieved, in_prompt: inPrompt, answer, seen } = done;
     expected.push({
       trace_id: [...traceIds][0],
       shape: c.shape,
@@ -295,8 +300,10 @@ async function main() {
       in_prompt: inPrompt,
       dropped: retrieved.map(r => r.id).filter(id => !inPrompt.includes(id)),
       decisive: c.decisive,
-      cited: cited.filter(id => id !== null),
+      cited: seen.cited,
       answer,
+      // what the model reported for the call that answered (the last one)
+      prompt_tokens: seen.promptTokens.at(-1),
       // the app's retrieval span names each policy's source; the tool result does not
       source: Object.fromEntries(retrieved.map(r => [r.id, c.shape === 'context' ? BY_ID[r.id].source : null])),
       text: Object.fromEntries(retrieved.map(r => [r.id, BY_ID[r.id].text])),
