@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,8 @@ def test_the_answering_call_is_the_step_after_the_tool(traces: dict[str, list[Sp
 
 
 @pytest.mark.parametrize(("result", "expected"), [
-    (["Refunds take 5 days.", "Returns within 14 days."],
-     [(1, None, "Refunds take 5 days."), (2, None, "Returns within 14 days.")]),
+    (["Refunds take 5 days.", " ", "Returns within 14 days."],
+     [(1, None, "Refunds take 5 days."), (3, None, "Returns within 14 days.")]),
     ('[{"id": "a", "score": 0.9, "content": "A text"}, {"id": "b", "text": "B text"}]',
      [(1, "a", "A text"), (2, "b", "B text")]),
     ({"documents": [{"pageContent": "LangChain style", "metadata": {"source": "s.md"}}]},
@@ -164,3 +165,22 @@ def test_a_trace_read_back_without_text_keeps_its_chunks_model_and_prompt_size(
         assert again.record.prompt_chars == first.record.prompt_chars
         assert again.record.prompt_tokens == app["prompt_tokens"]
         assert NOT_KEPT_WARNING in again.warnings and not again.record.placements
+
+
+def test_a_second_tool_call_is_a_second_retrieval_with_a_warning(
+        traces: dict[str, list[SpanRecord]]) -> None:
+    app = next(a for a in EXPECTED["requests"] if a["shape"] == "tool")
+    spans = traces[app["trace_id"]]
+    (call,) = [s for s in spans if s.name == "ai.toolCall"]
+    # the same search once more, earlier, returning the policies in reverse
+    again = replace(call, span_id="f" * 16, start_ns=call.start_ns - 1, end_ns=call.end_ns - 1,
+                    attributes={**call.attributes, "ai.toolCall.result": json.dumps(
+                        json.loads(str(call.attributes["ai.toolCall.result"]))[::-1])})
+    request = normalize_trace([*spans, again])
+    assert request is not None
+    assert request.warnings == ("2 retrievals (search_policies, search_policies); each "
+                                "chunk's retrieval rank is from the first retrieval that "
+                                "returned it",)
+    ranks = {c.id: c.retrieval_rank for c in request.record.chunks}
+    assert ranks == {cid: len(app["retrieved"]) - i for i, cid in enumerate(app["retrieved"])}
+    assert [p.chunk_id for p in request.record.placements] == app["in_prompt"]

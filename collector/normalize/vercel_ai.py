@@ -97,7 +97,8 @@ def tool_result_documents(result: Any) -> tuple[tuple[int, Document], ...]:
     if not listed:
         return ()
     if all(isinstance(item, str) for item in listed):
-        return tuple((i + 1, Document(text=item)) for i, item in enumerate(listed))
+        return tuple((i + 1, Document(text=item)) for i, item in enumerate(listed)
+                     if item.strip())
     out = []
     for i, item in enumerate(listed):
         if not isinstance(item, Mapping):
