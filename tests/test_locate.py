@@ -462,3 +462,14 @@ def test_a_stripped_form_too_short_to_tell_apart_is_not_looked_for() -> None:
     doc = "if a < b and c > d then e"  # no tags, but "< b and c >" reads as one
     assert locate("Context: a d.\nQuestion: which is larger?", [doc]) == []
     assert edited_forms(doc)[-1] == "if a   d then e"
+
+
+def test_an_instruction_example_labels_no_document_of_a_later_message() -> None:
+    # a system message's "cite like [2]", then a tool result listing documents as JSON
+    system = "Answer from the search results and cite one by its place, like [2]."
+    tool = '[{"id":"a","content":"Refunds take 5 days."},{"id":"b","content":"Returns: 14 days."}]'
+    prompt = system + "\n\n" + tool
+    placed = [(prompt.index(t), prompt.index(t) + len(t))
+              for t in ("Refunds take 5 days.", "Returns: 14 days.")]
+    assert prompt_labels(prompt, placed, PATTERN) == ["2", None]
+    assert prompt_labels(prompt, placed, PATTERN, [0, len(system) + 2]) == [None, None]

@@ -545,18 +545,23 @@ def citation_keys(text: str, pattern: re.Pattern[str]) -> list[str]:
 
 
 def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
-                  pattern: re.Pattern[str]) -> list[str | None]:
+                  pattern: re.Pattern[str],
+                  message_starts: Sequence[int] = ()) -> list[str | None]:
     """The label the prompt gives each placed span: the marker just before it.
 
     Spans are ``(start, end)`` in prompt order. The label is looked for between the end of
-    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back). The
-    last marker there wins, except that a numeric marker on the same line before it wins
-    over a non-numeric one (``Document [3] (Title: Q3 [draft])`` is labelled 3).
+    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back), and
+    not before the start of the message the span is in, when ``message_starts`` (the
+    prompt's message offsets, ascending) are known: an instruction's example (``cite like
+    [2]``) labels no document of a later message (a tool result). The last marker there
+    wins, except that a numeric marker on the same line before it wins over a non-numeric
+    one (``Document [3] (Title: Q3 [draft])`` is labelled 3).
     """
     labels: list[str | None] = []
     prev_end = 0
     for start, end in spans:
-        window = prompt[max(prev_end, start - LABEL_WINDOW_CHARS):start]
+        floor = max((m for m in message_starts if m <= start), default=0)
+        window = prompt[max(prev_end, start - LABEL_WINDOW_CHARS, floor):start]
         markers = _markers(window, pattern)
         label = None
         if markers:
