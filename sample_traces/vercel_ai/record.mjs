@@ -1,5 +1,8 @@
 // Record sample_traces/vercel_ai_rag.jsonl: a small RAG app on the Vercel AI SDK, traced only
 // by the SDK's own telemetry (the `ai.*` attributes of @ai-sdk/otel's LegacyOpenTelemetry).
+// With `--integration genai`, the same app through @ai-sdk/otel's default integration (OTel
+// GenAI spans: chat, execute_tool, invoke_agent) into vercel_ai/genai_rag.jsonl and
+// vercel_ai/expected_genai.json.
 //
 // Two shapes of app, both common:
 //   "context": the app retrieves policies itself, cuts them to a character budget, numbers
@@ -26,7 +29,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { LegacyOpenTelemetry } from '@ai-sdk/otel';
+import { LegacyOpenTelemetry, OpenTelemetry } from '@ai-sdk/otel';
 import { context, trace } from '@opentelemetry/api';
 import { JsonTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
@@ -37,8 +40,13 @@ import { convertArrayToReadableStream, MockLanguageModelV4 } from 'ai/test';
 import { z } from 'zod';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const OUT = process.argv[2] ?? join(HERE, '..', 'vercel_ai_rag.jsonl');
-const EXPECTED = process.argv[3] ?? join(HERE, 'expected.json');
+// `--integration genai` records the same app through @ai-sdk/otel's default integration,
+// which sends OTel GenAI spans (chat, execute_tool, invoke_agent) instead of `ai.*` ones.
+const ARGS = process.argv.slice(2);
+const GENAI = ARGS.includes('--integration') && ARGS[ARGS.indexOf('--integration') + 1] === 'genai';
+const PATHS = ARGS.filter((a, i) => a !== '--integration' && ARGS[i - 1] !== '--integration');
+const OUT = PATHS[0] ?? (GENAI ? join(HERE, 'genai_rag.jsonl') : join(HERE, '..', 'vercel_ai_rag.jsonl'));
+const EXPECTED = PATHS[1] ?? join(HERE, GENAI ? 'expected_genai.json' : 'expected.json');
 const SERVICE = 'policy-bot';
 const MODEL = 'gpt-4.1-mini';
 // the other framework samples' last week: 2026-11-20, after their hours (10:00 to 13:00)
@@ -274,7 +282,8 @@ async function main() {
   });
   provider.register();
   const tracer = trace.getTracer('policy-bot');
-  registerTelemetry(new LegacyOpenTelemetry({ tracer: provider.getTracer('ai') }));
+  const Integration = GENAI ? OpenTelemetry : LegacyOpenTelemetry;
+  registerTelemetry(new Integration({ tracer: provider.getTracer('ai') }));
 
   const lines = [];
   const expected = [];
