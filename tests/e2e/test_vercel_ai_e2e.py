@@ -19,16 +19,6 @@ from tests.procs import Proc
 from tests.test_vercel_ai_sample import EXPECTED, FIXTURE
 
 
-def stored(collector: Proc, trace_id: str) -> dict[str, Any]:
-    client = open_client(url=collector.url, fresh=True)
-    try:
-        trace = client.trace(trace_id)
-    finally:
-        client.close()
-    assert trace is not None, f"no request for trace {trace_id}"
-    return trace
-
-
 def check(trace: dict[str, Any], app: dict[str, Any]) -> None:
     request = trace["request"]
     assert (request["convention"], request["service"], request["model"]) == (
@@ -56,7 +46,7 @@ def test_the_vercel_ai_sample_through_a_collector(collector: Proc) -> None:
             assert answer.status_code == 200, answer.text
         apps = EXPECTED["requests"]
         for app in apps:
-            check(stored(collector, app["trace_id"]), app)
+            check(collector.trace(app["trace_id"]), app)
 
         # graded: right when the answer cites the policy that answers the question
         outcomes = [{"trace_id": app["trace_id"], "correct": app["decisive"] in app["cited"],
@@ -65,7 +55,7 @@ def test_the_vercel_ai_sample_through_a_collector(collector: Proc) -> None:
         answer = http.post(collector.url + "/v1/outcomes", json={"outcomes": outcomes})
         assert answer.status_code == 200, answer.text
     for app in apps:
-        trace = stored(collector, app["trace_id"])
+        trace = collector.trace(app["trace_id"])
         placed = app["in_prompt"]
         slot = placed.index(app["decisive"]) + 1 if app["decisive"] in placed else None
         assert trace["request"]["decisive_slot"] == slot, app["question"]
@@ -81,7 +71,7 @@ def test_a_vercel_ai_request_gives_its_answering_prompt_to_replay(collector: Pro
     line = next(line for line in FIXTURE.read_text().splitlines() if app["trace_id"] in line)
     assert httpx.post(collector.url + "/v1/traces", content=line.encode(), timeout=15,
                       headers={"Content-Type": "application/json"}).status_code == 200
-    stored(collector, app["trace_id"])  # derived
+    collector.trace(app["trace_id"])  # derived
     client = open_client(url=collector.url, fresh=True)
     try:
         answering, first_step = client.prompts(app["trace_id"])
