@@ -1,0 +1,83 @@
+"""midtrace's tables and views on ClickHouse (docs/architecture.md, "Two engines").
+
+The same SQL files as DuckDB's, rendered with ``engine="clickhouse"``: the migrations' table
+DDL, the request_evidence table, and every view. ``session`` is anything with a
+``query(sql)`` method that runs one statement and keeps ``SET`` settings between calls: a
+``chdb.session.Session`` (the in-process ClickHouse engine) is one. The collector does not
+write to ClickHouse yet; this is what the view parity test (tests/test_clickhouse_views.py)
+builds its ClickHouse side with.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from midtrace.sql import sqlfiles
+
+ENGINE = "clickhouse"
+
+# What makes ClickHouse answer as DuckDB does (parts/dialect.sql): outer joins fill missing
+# columns with NULL rather than the type's default, a CAST keeps a NULL, an aggregate over no
+# rows (sum, max, argMax ...) is NULL rather than 0, and a name is the input's column before
+# it is an alias of the same SELECT (`argMax(correct, ...) AS correct` beside
+# `argMaxIf(correct, ...)` would otherwise nest one aggregate in the other); a joined
+# subquery needs no alias, as in DuckDB.
+SETTINGS: dict[str, int] = {
+    "prefer_column_name_to_alias": 1,
+    "joined_subquery_requires_alias": 0,
+    "join_use_nulls": 1,
+    "cast_keep_nullable": 1,
+    "aggregate_functions_null_for_empty": 1,
+}
+
+# request_evidence_live computes request_evidence; the ClickHouse side reads the table (its
+# rows copied in) and is not yet given the view: its lists of structs, list_intersect, regexp
+# and hash have no ClickHouse rendering yet.
+NOT_YET_RENDERED: tuple[str, ...] = ("request_evidence_live",)
+
+_END = re.compile(r";[ \t]*$", re.M)
+
+
+class Session(Protocol):
+    def query(self, sql: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def statements(sql: str) -> list[str]:
+    """The statements of rendered ``sql``: comment lines dropped, split at a ``;`` that ends
+    a line (no SQL file of midtrace ends a line with ``;`` inside a string)."""
+    text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in _END.split(text) if s.strip()]
+
+
+def views() -> list[sqlfiles.SqlFile]:
+    """The view files rendered for ClickHouse, in order."""
+    return [v for v in sqlfiles.views()
+            if not any(f"VIEW {name} AS" in v.sql for name in NOT_YET_RENDERED)]
+
+
+def render_view(view: sqlfiles.SqlFile, **variables: Any) -> str:
+    """``view`` rendered for ClickHouse (sqlfiles.render_view with engine "clickhouse")."""
+    return sqlfiles.render_view(view, engine=ENGINE, **variables)
+
+
+def create_schema(session: Session) -> None:
+    """Set the session's settings, create every table of the migrations, request_evidence,
+    and the views (with their ClickHouse functions), all rendered for ClickHouse."""
+    for name, value in SETTINGS.items():
+        session.query(f"SET {name} = {value}")
+    for m in sqlfiles.migrations():
+        _run(session, sqlfiles.render(m.path, engine=ENGINE))
+    _run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
+    create_views(session)
+
+
+def create_views(session: Session) -> None:
+    """(Re)create the views, rendered for ClickHouse with the stored views' defaults."""
+    for v in views():
+        _run(session, render_view(v))
+
+
+def _run(session: Session, sql: str) -> None:
+    for statement in statements(sql):
+        session.query(statement)

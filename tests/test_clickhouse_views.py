@@ -1,0 +1,161 @@
+"""One definition per metric: every view gives the same rows on DuckDB and on ClickHouse.
+
+The bundled sample traces are ingested into a DuckDB file through the CLI; the base tables
+the views read are copied into chdb (the in-process ClickHouse engine) through Parquet; then
+each view, rendered from its one file for each engine (docs/architecture.md, "Two engines"),
+runs on both and every row is compared: rows sorted by all their columns, floats to a relative
+1e-9, lists as lists, NULL equal to NULL. ClickHouse has no NULL array, so a NULL list of
+DuckDB's compares equal to an empty one, and nothing else does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from midtrace.collector.query import reads
+from midtrace.collector.storage import clickhouse
+from midtrace.sql import sqlfiles
+
+chdb_session = pytest.importorskip("chdb.session")
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+# The tables the views read, copied from DuckDB into ClickHouse.
+TABLES = ("requests", "chunks", "placements", "outcomes", "answer_sources", "request_evidence",
+          "spans")
+# Views besides the metric views whose rows are compared: the per-request ones the metric
+# views are built on, the settings row and the attribute-limit warnings.
+BASE_VIEWS = ["metric_settings", "request_outcomes", "placement_positions", "request_facts",
+              "attribute_limits"]
+METRIC_VIEWS = sorted(reads.metric_views())
+REL = 1e-9
+
+
+@pytest.fixture(scope="session")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """A DuckDB store of the sample traces and a chdb session holding the same base tables;
+    one chdb path for the whole test session."""
+    root = tmp_path_factory.mktemp("engines")
+    db = root / "samples.duckdb"
+    files = sorted(SAMPLES.glob("*.jsonl.gz")) + [SAMPLES / "langchain_rag.jsonl",
+                                                  SAMPLES / "support_outcomes.json"]
+    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
+                          *map(str, files)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    duck = duckdb.connect(str(db), read_only=True)
+    session = chdb_session.Session(str(root / "chdb"))
+    clickhouse.create_schema(session)
+    for table in TABLES:
+        parquet = root / f"{table}.parquet"
+        names = [name for (name,) in duck.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "ORDER BY ordinal_position", [table]).fetchall()]
+        # a list's <list>_set flag (ClickHouse's outcomes): whether DuckDB's list is not NULL
+        flags = [name for name in _clickhouse_columns(session, table)
+                 if name.endswith("_set") and name.removesuffix("_set") in names]
+        selected = ", ".join([*names, *(f"{f.removesuffix('_set')} IS NOT NULL AS {f}"
+                                        for f in flags)])
+        duck.execute(f"COPY (SELECT {selected} FROM {table}) TO '{parquet}' (FORMAT parquet)")
+        columns = ", ".join([*names, *flags])
+        session.query(f"INSERT INTO {table} ({columns}) "
+                      f"SELECT {columns} FROM file('{parquet}', Parquet)")
+    yield duck, session
+    duck.close()
+    session.close()
+
+
+def _clickhouse_columns(session: Any, table: str) -> list[str]:
+    return session.query(f"SELECT name FROM system.columns WHERE database = currentDatabase() "
+                         f"AND table = '{table}' ORDER BY position",
+                         "ArrowTable").column(0).to_pylist()
+
+
+def test_the_base_tables_arrive_whole(engines: tuple[Any, Any]) -> None:
+    duck, session = engines
+    for table in TABLES:
+        expected = duck.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+        got = session.query(f"SELECT count() FROM {table}", "ArrowTable").column(0)[0].as_py()
+        assert (table, got) == (table, expected)
+    assert duck.execute("SELECT count(*) FROM request_evidence").fetchall()[0][0] > 1000
+
+
+def test_every_view_file_is_rendered_for_clickhouse() -> None:
+    rendered = {sqlfiles.view_name(clickhouse.render_view(v)) for v in clickhouse.views()
+                if "CREATE OR REPLACE VIEW" in v.sql and "MACRO" not in v.sql}
+    assert set(METRIC_VIEWS) | set(BASE_VIEWS) - {"metric_settings"} <= rendered
+    names = {sqlfiles.view_name(sqlfiles.render_view(v)) for v in sqlfiles.views()
+             if "MACRO" not in v.sql}
+    assert names - rendered == set(clickhouse.NOT_YET_RENDERED)
+
+
+@pytest.mark.parametrize("view", BASE_VIEWS + METRIC_VIEWS)
+def test_the_view_gives_the_same_rows_on_both_engines(engines: tuple[Any, Any],
+                                                      view: str) -> None:
+    duck, session = engines
+    expected = duck.sql(f"SELECT * FROM {view}").to_arrow_table()
+    got = session.query(f"SELECT * FROM {view}", "ArrowTable")
+    assert got.column_names == expected.column_names
+    assert got.num_rows == expected.num_rows, view
+    assert expected.num_rows > 0 or view == "attribute_limits", f"{view} is empty on the samples"
+    assert_same_rows(view, _rows(expected), _rows(got))
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted((tuple(_value(v) for v in row.values()) for row in table.to_pylist()),
+                  key=_key)
+
+
+def _value(value: Any) -> Any:
+    """A value as both engines can agree on it: a NULL list is an empty one, a struct its
+    values, a decimal a float, a time in UTC."""
+    if isinstance(value, dict):
+        return tuple(_value(v) for v in value.values())
+    if isinstance(value, list):
+        return [_value(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _key(value: Any) -> Any:
+    """A sort key that puts NULL first and rounds floats, so both sides sort alike."""
+    if isinstance(value, tuple | list):
+        return (1, tuple(_key(v) for v in value))
+    if value is None:
+        return (0, "")
+    if isinstance(value, float):
+        return (1, float(f"{value:.9g}"))
+    return (1, value)
+
+
+def assert_same_rows(view: str, expected: list[tuple[Any, ...]],
+                     got: list[tuple[Any, ...]]) -> None:
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert _same(e, g), f"{view}, row {i}:\n DuckDB     {e}\n ClickHouse {g}"
+
+
+def _same(e: Any, g: Any) -> bool:
+    if e is None and g == [] or e == [] and g is None:
+        return True
+    if isinstance(e, tuple | list) and isinstance(g, tuple | list):
+        return len(e) == len(g) and all(_same(a, b) for a, b in zip(e, g))
+    if isinstance(e, float) or isinstance(g, float):
+        if e is None or g is None:
+            return False
+        return math.isclose(float(e), float(g), rel_tol=REL, abs_tol=1e-12)
+    return bool(e == g)
