@@ -31,11 +31,6 @@ SETTINGS: dict[str, int] = {
     "aggregate_functions_null_for_empty": 1,
 }
 
-# request_evidence_live computes request_evidence; the ClickHouse side reads the table (its
-# rows copied in) and is not yet given the view: its lists of structs, list_intersect, regexp
-# and hash have no ClickHouse rendering yet.
-NOT_YET_RENDERED: tuple[str, ...] = ("request_evidence_live",)
-
 _END = re.compile(r";[ \t]*$", re.M)
 
 
@@ -48,12 +43,6 @@ def statements(sql: str) -> list[str]:
     a line (no SQL file of midtrace ends a line with ``;`` inside a string)."""
     text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
     return [s.strip() for s in _END.split(text) if s.strip()]
-
-
-def views() -> list[sqlfiles.SqlFile]:
-    """The view files rendered for ClickHouse, in order."""
-    return [v for v in sqlfiles.views()
-            if not any(f"VIEW {name} AS" in v.sql for name in NOT_YET_RENDERED)]
 
 
 def render_view(view: sqlfiles.SqlFile, **variables: Any) -> str:
@@ -74,7 +63,7 @@ def create_schema(session: Session) -> None:
 
 def create_views(session: Session) -> None:
     """(Re)create the views, rendered for ClickHouse with the stored views' defaults."""
-    for v in views():
+    for v in sqlfiles.views():
         _run(session, render_view(v))
 
 

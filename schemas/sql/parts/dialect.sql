@@ -158,3 +158,57 @@ CASE
 position_band({{ relative_position }})
 {%- endif -%}
 {%- endmacro -%}
+
+{#- One row per element of `list`. -#}
+{%- macro unnest(list) -%}
+{%- if engine == "clickhouse" -%}
+arrayJoin({{ list }})
+{%- else -%}
+unnest({{ list }})
+{%- endif -%}
+{%- endmacro -%}
+
+{%- macro list_contains(list, value) -%}
+{%- if engine == "clickhouse" -%}
+has({{ list }}, {{ value }})
+{%- else -%}
+list_contains({{ list }}, {{ value }})
+{%- endif -%}
+{%- endmacro -%}
+
+{%- macro list_distinct(list) -%}
+{%- if engine == "clickhouse" -%}
+arrayDistinct({{ list }})
+{%- else -%}
+list_distinct({{ list }})
+{%- endif -%}
+{%- endmacro -%}
+
+{#- The `value` at the least `key`. -#}
+{%- macro arg_min(value, key) -%}
+{%- if engine == "clickhouse" -%}
+argMin({{ value }}, {{ key }})
+{%- else -%}
+arg_min({{ value }}, {{ key }})
+{%- endif -%}
+{%- endmacro -%}
+
+{#- The rows of the left side with a match on the right, each once. -#}
+{%- macro semi_join() -%}
+{{ "LEFT SEMI JOIN" if engine == "clickhouse" else "SEMI JOIN" }}
+{%- endmacro -%}
+
+{#- The Monday (a DATE) of the ISO week of the time `time`, in UTC. -#}
+{%- macro iso_week(time) -%}
+{%- if engine == "clickhouse" -%}
+toMonday({{ time }}, 'UTC')
+{%- else -%}
+CAST(date_trunc('week', timezone('UTC', {{ time }})) AS DATE)
+{%- endif -%}
+{%- endmacro -%}
+
+{#- A qualified column `column` (alias.name) under its own name: ClickHouse calls it by the
+    qualified name when another joined relation has a column of the same name. -#}
+{%- macro bare(column) -%}
+{{ column }}{% if engine == "clickhouse" %} AS {{ column.split(".")[-1] }}{% endif %}
+{%- endmacro -%}

@@ -37,5 +37,9 @@ SELECT
 {%- endfor %}
     count(*) AS n_outcomes,
     max(effective_time) AS graded_at
+{%- if engine == "clickhouse" %},
+    -- ClickHouse's lists are never NULL: whether any outcome set the required constraints
+    max(required_constraints_set) AS required_constraints_set
+{%- endif %}
 FROM ranked
 GROUP BY trace_id;
