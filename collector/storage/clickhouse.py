@@ -10,7 +10,9 @@ builds its ClickHouse side with.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from midtrace.sql import sqlfiles
@@ -70,3 +72,10 @@ def create_views(session: Session) -> None:
 def _run(session: Session, sql: str) -> None:
     for statement in statements(sql):
         session.query(statement)
+
+
+def parameters(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Query parameters as ClickHouse parses them: a time as UTC text without its zone (the
+    filters' {since:DateTime64(6, 'UTC')}, parts/filters.sql)."""
+    return {name: value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+            if isinstance(value, dt.datetime) else value for name, value in params.items()}
