@@ -63,6 +63,11 @@ def create_schema(session: Session) -> None:
     create_views(session)
 
 
+def fill_request_evidence(session: Session) -> None:
+    """Compute every row of request_evidence with ClickHouse's own request_evidence_live."""
+    _run(session, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="all"))
+
+
 def create_views(session: Session) -> None:
     """(Re)create the views, rendered for ClickHouse with the stored views' defaults."""
     for v in sqlfiles.views():
