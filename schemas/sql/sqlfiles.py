@@ -20,8 +20,9 @@ A metric view (a view file with a ``-- metric:`` header) has three placeholders,
 
 - ``{{ facts }}``: the request facts it aggregates: ``request_facts`` in the stored view, a
   filtered subquery ``(SELECT * FROM request_facts WHERE ...)`` under filters, each filter
-  value a bound parameter (``$service``, ``$since`` ...), never formatted in; under a
-  ``grader=`` filter, request_facts with that kind's verdicts (parts/graders.sql);
+  value a bound parameter (``$service``, ``$since`` ...; ``{service:String}`` for
+  ClickHouse), never formatted in; under a ``grader=`` filter, request_facts with that
+  kind's verdicts (parts/graders.sql);
 - ``{{ groups }}``: the caller's extra group-by columns, each followed by a comma
   (``service, week, ``), written in front of the view's own key columns; empty by default;
 - ``{{ partition }}``: ``PARTITION BY <those columns>`` for window clauses; empty by default.
