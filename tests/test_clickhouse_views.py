@@ -26,6 +26,7 @@ from chdb import session as chdb_session
 
 from midtrace.collector.query import reads
 from midtrace.collector.storage import clickhouse
+from midtrace.sql import sqlfiles
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -149,6 +150,29 @@ def test_the_view_filtered_and_grouped_gives_the_same_rows_on_both_engines(
     assert got.column_names == expected.column_names
     assert got.num_rows == expected.num_rows, (view, variant)
     assert_same_rows(f"{view} ({variant})", _rows(expected), _rows(got))
+
+
+@pytest.mark.parametrize("scope", ["request_range", "traces"])
+def test_request_evidence_of_some_requests_is_the_same_on_both_engines(
+        engines: tuple[Any, Any], scope: str) -> None:
+    """The rows the store recomputes after a write or in a rebuild (parts/scope.sql)."""
+    duck, session = engines
+    some = duck.execute("SELECT request_id, trace_id FROM requests ORDER BY request_id "
+                        "LIMIT 300 OFFSET 1000").fetchall()
+    if scope == "request_range":
+        params: dict[str, Any] = {"lo": some[0][0], "hi": some[-1][0]}
+    else:
+        params = {"request_ids": [r for r, _ in some[::3]], "trace_ids": [t for _, t in some[::3]]}
+    view = sqlfiles.view_file("request_evidence_live")
+    expected = duck.sql(sqlfiles.view_body(sqlfiles.render_view(view, scope=scope)),
+                        params=params).to_arrow_table()
+    got = session.query(sqlfiles.view_body(clickhouse.render_view(view, scope=scope)),
+                        "ArrowTable", params=clickhouse.parameters(params))
+    assert got.column_names == expected.column_names
+    assert expected.num_rows == got.num_rows == (300 if scope == "request_range" else 100)
+    assert expected.column("correct").null_count < expected.num_rows
+    expected, got = _same_grouping(expected, got, "answer_key")
+    assert_same_rows(f"request_evidence_live ({scope})", _rows(expected), _rows(got))
 
 
 def test_the_variants_return_rows(engines: tuple[Any, Any]) -> None:

@@ -79,8 +79,22 @@ def _run(session: Session, sql: str) -> None:
         session.query(statement)
 
 
-def parameters(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Query parameters as ClickHouse parses them: a time as UTC text without its zone (the
-    filters' {since:DateTime64(6, 'UTC')}, parts/filters.sql)."""
-    return {name: value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-            if isinstance(value, dt.datetime) else value for name, value in params.items()}
+def parameters(params: Mapping[str, Any]) -> dict[str, str]:
+    """Query parameters as ClickHouse parses them, as text: a time in UTC without its zone
+    (the filters' {since:DateTime64(6, 'UTC')}, parts/filters.sql), a list as an array
+    literal (parts/scope.sql's {trace_ids:Array(String)})."""
+    return {name: _parameter(value) for name, value in params.items()}
+
+
+def _parameter(value: Any) -> str:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_element(v) for v in value) + "]"
+    return str(value)
+
+
+def _element(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
