@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,6 +100,22 @@ def _clickhouse_columns(session: Any, table: str) -> list[str]:
     return session.query(f"SELECT name FROM system.columns WHERE database = currentDatabase() "
                          f"AND table = '{table}' ORDER BY position",
                          "ArrowTable").column(0).to_pylist()
+
+
+def test_nothing_of_duckdb_is_left_in_the_clickhouse_rendering() -> None:
+    """No DuckDB parameter ($name) and no template syntax in any migration, view (in every
+    scope) or filtered metric query rendered for ClickHouse."""
+    every = reads.Filters(since=reads.parse_time("2026-01-01"), until=reads.parse_time("2027-01-01"),
+                          service="s", model="m", template="t", strategy="edge", experiment="e",
+                          context_bucket="<4k", grader="judge")
+    rendered = [sqlfiles.render(m.path, engine=clickhouse.ENGINE) for m in sqlfiles.migrations()]
+    rendered += [clickhouse.render_view(v, scope=scope) for v in sqlfiles.views()
+                 for scope in sqlfiles.SCOPES]
+    rendered += [reads.view_query(name, every, reads.GROUP_KEYS, engine=clickhouse.ENGINE)[0]
+                 for name in METRIC_VIEWS]
+    for sql in rendered:
+        code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+        assert not re.search(r"\$\w|\{\{|\{%|\bEXCLUDE\b|\bunnest\(|\blist_", code), sql
 
 
 def test_the_base_tables_arrive_whole(engines: tuple[Any, Any]) -> None:

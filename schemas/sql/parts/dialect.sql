@@ -6,8 +6,8 @@
     USING joins, named windows) is written plainly in the views.
 
     ClickHouse is run with the session settings of collector/storage/clickhouse.py
-    (join_use_nulls, cast_keep_nullable, aggregate_functions_null_for_empty), so an outer
-    join, a CAST and an aggregate over no rows give NULL as in DuckDB. ClickHouse has no NULL
+    (join_use_nulls, cast_keep_nullable, aggregate_functions_null_for_empty and others), so an
+    outer join, a CAST and an aggregate over no rows give NULL as in DuckDB. ClickHouse has no NULL
     array: a list column unset in DuckDB is empty there (and an outcome's lists carry a flag,
     list_is_set). -#}
 
