@@ -2,10 +2,11 @@
 
 The bundled sample traces are ingested into a DuckDB file through the CLI; the base tables
 the views read are copied into chdb (the in-process ClickHouse engine) through Parquet, and
-ClickHouse derives its request_evidence itself; then each view, rendered from its one file for
-each engine (docs/architecture.md, "Two engines"), runs on both and every row is compared: rows sorted by all their columns, floats to a relative
-1e-9, lists as lists, NULL equal to NULL. ClickHouse has no NULL array, so a NULL list of
-DuckDB's compares equal to an empty one, and nothing else does.
+ClickHouse derives its request_evidence itself; then each view, rendered from its one file
+for each engine (docs/architecture.md, "Two engines"), runs on both and every row is
+compared: rows sorted by all their columns, floats to a relative 1e-9, lists as lists, NULL
+equal to NULL. ClickHouse has no NULL array, so a NULL list of DuckDB's compares equal to an
+empty one, and nothing else does.
 """
 
 from __future__ import annotations
@@ -105,9 +106,10 @@ def _clickhouse_columns(session: Any, table: str) -> list[str]:
 def test_nothing_of_duckdb_is_left_in_the_clickhouse_rendering() -> None:
     """No DuckDB parameter ($name) and no template syntax in any migration, view (in every
     scope) or filtered metric query rendered for ClickHouse."""
-    every = reads.Filters(since=reads.parse_time("2026-01-01"), until=reads.parse_time("2027-01-01"),
-                          service="s", model="m", template="t", strategy="edge", experiment="e",
-                          context_bucket="<4k", grader="judge")
+    every = reads.Filters(since=reads.parse_time("2026-01-01"),
+                          until=reads.parse_time("2027-01-01"), service="s", model="m",
+                          template="t", strategy="edge", experiment="e", context_bucket="<4k",
+                          grader="judge")
     rendered = [sqlfiles.render(m.path, engine=clickhouse.ENGINE) for m in sqlfiles.migrations()]
     rendered += [clickhouse.render_view(v, scope=scope) for v in sqlfiles.views()
                  for scope in sqlfiles.SCOPES]
@@ -234,11 +236,12 @@ def _value(value: Any) -> Any:
 
 
 def _key(value: Any) -> Any:
-    """A sort key that puts NULL first and rounds floats, so both sides sort alike."""
+    """A sort key that puts NULL (and an empty list, ClickHouse's NULL list) first and rounds
+    floats, so both sides sort alike."""
+    if value is None or value == []:
+        return (0, "")
     if isinstance(value, tuple | list):
         return (1, tuple(_key(v) for v in value))
-    if value is None:
-        return (0, "")
     if isinstance(value, float):
         return (1, float(f"{value:.9g}"))
     return (1, value)
