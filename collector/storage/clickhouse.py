@@ -19,20 +19,6 @@ from midtrace.sql import sqlfiles
 
 ENGINE = "clickhouse"
 
-# What makes ClickHouse answer as DuckDB does (parts/dialect.sql): outer joins fill missing
-# columns with NULL rather than the type's default, a CAST keeps a NULL, an aggregate over no
-# rows (sum, max, argMax ...) is NULL rather than 0, and a name is the input's column before
-# it is an alias of the same SELECT (`argMax(correct, ...) AS correct` beside
-# `argMaxIf(correct, ...)` would otherwise nest one aggregate in the other); a joined
-# subquery needs no alias, as in DuckDB.
-SETTINGS: dict[str, int] = {
-    "prefer_column_name_to_alias": 1,
-    "joined_subquery_requires_alias": 0,
-    "join_use_nulls": 1,
-    "cast_keep_nullable": 1,
-    "aggregate_functions_null_for_empty": 1,
-}
-
 _END = re.compile(r";[ \t]*$", re.M)
 
 
@@ -53,14 +39,18 @@ def render_view(view: sqlfiles.SqlFile, **variables: Any) -> str:
 
 
 def create_schema(session: Session) -> None:
-    """Set the session's settings, create every table of the migrations, request_evidence,
+    """Set the session's settings (:func:`set_session`), create every table of the migrations, request_evidence,
     and the views (with their ClickHouse functions), all rendered for ClickHouse."""
-    for name, value in SETTINGS.items():
-        session.query(f"SET {name} = {value}")
+    set_session(session)
     for m in sqlfiles.migrations():
         _run(session, sqlfiles.render(m.path, engine=ENGINE))
     _run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
     create_views(session)
+
+
+def set_session(session: Session) -> None:
+    """Set what makes ClickHouse answer as DuckDB does (queries/clickhouse_settings.sql)."""
+    _run(session, sqlfiles.query("clickhouse_settings", engine=ENGINE))
 
 
 def fill_request_evidence(session: Session) -> None:

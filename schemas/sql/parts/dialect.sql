@@ -5,7 +5,7 @@
     `engine`. What both engines accept alike (FILTER clauses, IS DISTINCT FROM, GROUP BY ALL,
     USING joins, named windows) is written plainly in the views.
 
-    ClickHouse is run with the session settings of collector/storage/clickhouse.py
+    ClickHouse is run with the session settings of queries/clickhouse_settings.sql
     (join_use_nulls, cast_keep_nullable, aggregate_functions_null_for_empty and others), so an
     outer join, a CAST and an aggregate over no rows give NULL as in DuckDB. ClickHouse has no NULL
     array: a list column unset in DuckDB is empty there (and an outcome's lists carry a flag,
