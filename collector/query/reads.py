@@ -226,19 +226,20 @@ def _conditions(filters: Filters, default_traffic: str = "production") -> tuple[
     return names, params
 
 
-def view_query(name: str, filters: Filters = Filters(),
-               group_by: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
-    """The SQL and parameters that compute view ``name`` under ``filters``, grouped by ``group_by``."""
+def view_query(name: str, filters: Filters = Filters(), group_by: Sequence[str] = (),
+               engine: str = sqlfiles.ENGINE) -> tuple[str, dict[str, Any]]:
+    """The SQL and parameters that compute view ``name`` under ``filters``, grouped by
+    ``group_by``, in the SQL of ``engine`` (DuckDB unless asked)."""
     views = metric_views()
     view = views.get(name)
     if view is None:
         raise QueryError(f"unknown view {name!r}; allowed: {', '.join(views)}")
     keys = [k for k in parse_group_by(group_by) if k not in view.keys]
     conditions, params = _conditions(filters, view.traffic)
-    inputs = sqlfiles.metric_inputs(conditions, keys, filters.graders())
-    sql = sqlfiles.view_body(sqlfiles.render_view(view.template, **inputs))
+    inputs = sqlfiles.metric_inputs(conditions, keys, filters.graders(), engine)
+    sql = sqlfiles.view_body(sqlfiles.render_view(view.template, engine=engine, **inputs))
     if keys and not view.keys:
-        sql = sqlfiles.query("grouped_metric", query=sql, group_keys=keys)
+        sql = sqlfiles.query("grouped_metric", query=sql, group_keys=keys, engine=engine)
     return sql, params
 
 

@@ -10,19 +10,19 @@ autoescape off. The folders:
 - ``queries/``: the named statements the code runs (:func:`query`);
 - ``parts/``: Jinja macros the others import; never run on their own.
 
-Every render gets ``engine`` (``"duckdb"``). The SQL is DuckDB's today; a ClickHouse
-rendering (a later step) branches on it where the dialects differ. The helper macros
-``wilson_low``, ``wilson_high``, ``context_bucket``, ``relative_position``, ``position_band``
-and ``ideal_dcg`` are DuckDB macros (views/01_helpers.sql); a ClickHouse rendering will need
-them as Jinja macros in ``parts/`` or as ClickHouse functions.
+Every render gets ``engine``: ``"duckdb"`` (the default) or ``"clickhouse"`` (:data:`ENGINES`).
+A file is written once and branches on it where the dialects differ, mostly through the
+macros of parts/dialect.sql; the migrations and views/01_helpers.sql keep a ClickHouse branch
+of their own (docs/architecture.md, "Two engines").
 
 A metric view (a view file with a ``-- metric:`` header) has three placeholders, filled by
 :func:`metric_inputs` from the macros in parts/metric_inputs.sql:
 
 - ``{{ facts }}``: the request facts it aggregates: ``request_facts`` in the stored view, a
   filtered subquery ``(SELECT * FROM request_facts WHERE ...)`` under filters, each filter
-  value a bound parameter (``$service``, ``$since`` ...), never formatted in; under a
-  ``grader=`` filter, request_facts with that kind's verdicts (parts/graders.sql);
+  value a bound parameter (``$service``, ``$since`` ...; ``{service:String}`` for
+  ClickHouse), never formatted in; under a ``grader=`` filter, request_facts with that
+  kind's verdicts (parts/graders.sql);
 - ``{{ groups }}``: the caller's extra group-by columns, each followed by a comma
   (``service, week, ``), written in front of the view's own key columns; empty by default;
 - ``{{ partition }}``: ``PARTITION BY <those columns>`` for window clauses; empty by default.
@@ -49,6 +49,7 @@ import jinja2
 from jinja2 import meta
 
 ENGINE = "duckdb"
+ENGINES: tuple[str, ...] = ("duckdb", "clickhouse")
 HERE = Path(__file__).resolve().parent  # schemas/sql/, installed as the package midtrace.sql
 SCOPES: tuple[str, ...] = ("all", "request_range", "traces")
 
@@ -97,7 +98,7 @@ def _relation(context: jinja2.runtime.Context, name: str) -> str:
     scope = context["scope"]
     if scope == "all":
         return name
-    return f"({view_body(render_view(view_file(name), scope=scope))})"
+    return f"({view_body(render_view(view_file(name), scope=scope, engine=context['engine']))})"
 
 
 @cache
@@ -138,13 +139,13 @@ def query(name: str, **variables: Any) -> str:
 
 
 def metric_inputs(filters: Sequence[str] = (), group_keys: Sequence[str] = (),
-                  grader: str | None = None) -> dict[str, str]:
+                  grader: str | None = None, engine: str = ENGINE) -> dict[str, str]:
     """``facts``, ``groups`` and ``partition`` of a metric view: with no arguments, what the
     stored view is created with. ``filters`` names the set filters (parts/filters.sql), whose
     values the caller binds as parameters of the same names; ``grader`` (person, references,
     judge; None or all for the merged outcome) picks whose grades count (parts/graders.sql)."""
     inputs: Any = environment().get_template("parts/metric_inputs.sql").make_module(
-        {"engine": ENGINE})
+        {"engine": engine})
     return {"facts": str(inputs.facts(list(filters), grader)),
             "groups": str(inputs.groups(list(group_keys))),
             "partition": str(inputs.partition(list(group_keys)))}
@@ -166,16 +167,19 @@ def default_traffic(view: SqlFile) -> str | None:
     return "production"
 
 
-def view_defaults(view: SqlFile | None = None) -> dict[str, Any]:
+def view_defaults(view: SqlFile | None = None, engine: str = ENGINE) -> dict[str, Any]:
     """What a view file is rendered with when the store creates it: a metric view counts its
     default traffic (so the stored view agrees with the query API's default)."""
     traffic = default_traffic(view) if view is not None else None
-    return {**metric_inputs(TRAFFIC_CONDITIONS[traffic] if traffic else ()), "scope": "all"}
+    return {**metric_inputs(TRAFFIC_CONDITIONS[traffic] if traffic else (), engine=engine),
+            "scope": "all"}
 
 
 def render_view(view: SqlFile, **variables: Any) -> str:
-    """A view file rendered: the defaults of the stored view, overridden by ``variables``."""
-    return render(view.path, **{**view_defaults(view), **variables})
+    """A view file rendered: the defaults of the stored view, overridden by ``variables``
+    (``engine`` among them: the defaults are rendered for the same engine)."""
+    engine = variables.get("engine", ENGINE)
+    return render(view.path, **{**view_defaults(view, engine), **variables})
 
 
 def view_file(name: str) -> SqlFile:

@@ -2,6 +2,123 @@
 -- (requests, chunks, placements) can be rebuilt by a newer normalizer; `outcomes` keeps
 -- every grade ever sent and `request_outcomes` (a view) merges them.
 
+{% if engine == "clickhouse" -%}
+-- ClickHouse: the same tables, NOT NULL columns plain and the others Nullable, each a
+-- MergeTree ordered the way the views and the trace lookups read it. An array is never NULL
+-- there: an unset list is empty, and where an empty list is a value of its own (an outcome's
+-- lists) a column <list>_set says whether it was sent.
+CREATE TABLE settings (
+    key   String,
+    value Float64,
+    help  String
+) ENGINE = MergeTree ORDER BY key;
+INSERT INTO settings VALUES
+    ('band_early_end', 1.0 / 3, 'Relative position (token midpoint / prompt tokens) below which a chunk is in the early band.'),
+    ('band_late_start', 2.0 / 3, 'Relative position at or above which a chunk is in the late band.'),
+    ('high_confidence', 0.8, 'Stated confidence at or above which a wrong answer counts as unsupported confidence.'),
+    ('min_n', 30, 'Fewest graded requests before a week-over-week change is called out.');
+
+CREATE TABLE spans (
+    trace_id                 String,
+    span_id                  String,
+    parent_span_id           Nullable(String),
+    name                     String,
+    kind                     Int32,
+    start_ns                 Int64,
+    end_ns                   Int64,
+    service                  Nullable(String),
+    scope                    Nullable(String),
+    status_code              Int32,
+    dropped_attributes_count Int32,
+    attributes               String,
+    resource                 String,
+    received_at              DateTime64(6, 'UTC')
+) ENGINE = MergeTree ORDER BY (trace_id, span_id);
+
+CREATE TABLE requests (
+    request_id           Int64,
+    trace_id             String,
+    time                 DateTime64(6, 'UTC'),
+    service              Nullable(String),
+    model                Nullable(String),
+    template_id          Nullable(String),
+    template_version     Nullable(String),
+    strategy             Nullable(String),
+    experiment_id        Nullable(String),
+    condition            Nullable(String),
+    case_id              Nullable(String),
+    question             Nullable(String),
+    answer               Nullable(String),
+    confidence           Nullable(Float64),
+    answer_constraints   Array(String),
+    cited_ids            Array(String),
+    unresolved_conflicts Array(String),
+    prompt_tokens        Nullable(Int32),
+    prompt_chars         Nullable(Int32),
+    evidence_tokens      Nullable(Int32),
+    tokens_estimated     Bool,
+    latency_ms           Nullable(Float64),
+    cost_usd             Nullable(Float64),
+    verifier_result      Nullable(String),
+    convention           String,
+    warnings             Array(String)
+) ENGINE = MergeTree ORDER BY request_id;
+
+CREATE TABLE chunks (
+    request_id      Int64,
+    chunk_id        String,
+    ordinal         Int32,
+    stage           String,
+    drop_reason     Nullable(String),
+    source_id       Nullable(String),
+    source_position Nullable(Int32),
+    retrieval_rank  Nullable(Int32),
+    retrieval_score Nullable(Float64),
+    rerank_rank     Nullable(Int32),
+    rerank_score    Nullable(Float64),
+    label           Nullable(String),
+    authority       Nullable(String),
+    updated         Nullable(Date32),
+    decisive        Nullable(Bool),
+    cited           Nullable(Bool),
+    text_hash       Nullable(String),
+    text_chars      Nullable(Int32)
+) ENGINE = MergeTree ORDER BY (request_id, ordinal);
+
+CREATE TABLE chunk_texts (
+    text_hash String,
+    text      String
+) ENGINE = MergeTree ORDER BY text_hash;
+
+CREATE TABLE placements (
+    request_id   Int64,
+    chunk_id     String,
+    prompt_index Int32,
+    token_start  Nullable(Int32),
+    token_end    Nullable(Int32),
+    char_start   Nullable(Int32),
+    char_end     Nullable(Int32)
+) ENGINE = MergeTree ORDER BY (request_id, prompt_index);
+
+CREATE TABLE outcomes (
+    outcome_id           Int64,
+    trace_id             String,
+    origin               String,
+    time                 Nullable(DateTime64(6, 'UTC')),
+    received_at          DateTime64(6, 'UTC'),
+    correct              Nullable(Bool),
+    score                Nullable(Float64),
+    decisive_chunk_ids   Array(String),
+    required_constraints Array(String),
+    recalled_constraints Array(String),
+    reviewer             Nullable(String),
+    note                 Nullable(String),
+    -- whether the outcome sets the list: an empty list may be a grade ("none recalled")
+    decisive_chunk_ids_set   Bool DEFAULT notEmpty(decisive_chunk_ids),
+    required_constraints_set Bool DEFAULT notEmpty(required_constraints),
+    recalled_constraints_set Bool DEFAULT notEmpty(recalled_constraints)
+) ENGINE = MergeTree ORDER BY (trace_id, outcome_id);
+{%- else -%}
 CREATE TABLE settings (
     key   VARCHAR PRIMARY KEY,
     value DOUBLE NOT NULL,
@@ -118,3 +235,4 @@ CREATE TABLE outcomes (
     note                 VARCHAR
 );
 CREATE INDEX outcomes_trace_id ON outcomes (trace_id);
+{%- endif %}

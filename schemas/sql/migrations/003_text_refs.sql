@@ -3,8 +3,16 @@
 -- (exact, not the normalised chunk hash, because a span must be rebuilt byte for byte);
 -- `spans.text_refs` lists the hashes a span's attributes refer to. Rows written before this
 -- migration keep text_refs NULL and their attributes inline, and are read as they are.
+{% if engine == "clickhouse" -%}
+CREATE TABLE texts (
+    text_hash String,
+    text      String
+) ENGINE = MergeTree ORDER BY text_hash;
+ALTER TABLE spans ADD COLUMN text_refs Array(String);
+{%- else -%}
 CREATE TABLE texts (
     text_hash VARCHAR PRIMARY KEY,
     text      VARCHAR NOT NULL
 );
 ALTER TABLE spans ADD COLUMN text_refs VARCHAR[];
+{%- endif %}

@@ -4,4 +4,8 @@
 -- before this column existed, span-attribute outcomes and posts that name no grader were
 -- sent by the app or a person. The request_outcomes view ranks person over references over
 -- judge, whatever their times.
+{% if engine == "clickhouse" -%}
+ALTER TABLE outcomes ADD COLUMN grader Nullable(String);
+{%- else -%}
 ALTER TABLE outcomes ADD COLUMN grader VARCHAR;
+{%- endif %}

@@ -5,6 +5,20 @@
 -- the answer's text of the match, NULL when texts are not kept (--no-text); `matched_hash` is
 -- its content hash either way. Requests stored before this migration have none until
 -- `midtrace rebuild`.
+{% if engine == "clickhouse" -%}
+CREATE TABLE answer_sources (
+    request_id   Int64,
+    chunk_id     String,
+    ordinal      Int32,
+    kind         String,
+    answer_start Int32,
+    answer_end   Int32,
+    chunk_start  Int32,
+    chunk_end    Int32,
+    matched      Nullable(String),
+    matched_hash String
+) ENGINE = MergeTree ORDER BY (request_id, chunk_id);
+{%- else -%}
 CREATE TABLE answer_sources (
     request_id   BIGINT NOT NULL,
     chunk_id     VARCHAR NOT NULL,
@@ -17,3 +31,4 @@ CREATE TABLE answer_sources (
     matched      VARCHAR,
     matched_hash VARCHAR NOT NULL
 );
+{%- endif %}

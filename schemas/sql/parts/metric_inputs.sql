@@ -2,7 +2,7 @@
     filters and no group keys: the stored view. Group keys come only from the allowlist in
     collector/query/reads.py (GROUP_KEYS); filter values are bound parameters (parts/filters.sql);
     the grader, one of a fixed list, picks whose grades count (parts/graders.sql). -#}
-{%- from "parts/filters.sql" import conditions -%}
+{%- from "parts/filters.sql" import conditions with context -%}
 {%- from "parts/graders.sql" import graded_facts -%}
 
 {#- `grader`: whose grades count (parts/graders.sql); None or "all" for the merged outcome. -#}

@@ -5,14 +5,19 @@
       traces         the requests $request_ids of the traces $trace_ids (the store's refresh
                      after a write)
 
-    Import `with context`: the macros read `scope`. -#}
+    Import `with context`: the macros read `scope` (and `engine`: parameters are $name for
+    DuckDB, {name:Type} for ClickHouse). -#}
 
 {#- A condition on `alias`, a relation with a request_id column. -#}
 {%- macro request_in_scope(alias) -%}
 {%- if scope == "all" -%}
 TRUE
+{%- elif scope == "request_range" and engine == "clickhouse" -%}
+{{ alias }}.request_id BETWEEN {lo:Int64} AND {hi:Int64}
 {%- elif scope == "request_range" -%}
 {{ alias }}.request_id BETWEEN $lo AND $hi
+{%- elif scope == "traces" and engine == "clickhouse" -%}
+has({request_ids:Array(Int64)}, {{ alias }}.request_id)
 {%- elif scope == "traces" -%}
 {{ alias }}.request_id IN (SELECT unnest($request_ids))
 {%- else -%}
@@ -24,8 +29,12 @@ TRUE
 {%- macro trace_in_scope(alias) -%}
 {%- if scope == "all" -%}
 TRUE
+{%- elif scope == "request_range" and engine == "clickhouse" -%}
+{{ alias }}.trace_id IN (SELECT trace_id FROM requests WHERE request_id BETWEEN {lo:Int64} AND {hi:Int64})
 {%- elif scope == "request_range" -%}
 {{ alias }}.trace_id IN (SELECT trace_id FROM requests WHERE request_id BETWEEN $lo AND $hi)
+{%- elif scope == "traces" and engine == "clickhouse" -%}
+has({trace_ids:Array(String)}, {{ alias }}.trace_id)
 {%- elif scope == "traces" -%}
 {{ alias }}.trace_id IN (SELECT unnest($trace_ids))
 {%- else -%}

@@ -2,7 +2,7 @@
 -- answer and the text of every chunk with where it first sat in the prompt (`prompt_index`,
 -- NULL when it was not placed), in request_id order so pages stay put while new requests arrive
 -- (collector/query/reads.py, run_request_texts; filters as in parts/filters.sql).
-{% from "parts/metric_inputs.sql" import facts %}
+{% from "parts/metric_inputs.sql" import facts with context %}
 WITH page AS (
     SELECT request_id FROM {{ facts(filters, grader) }}
     ORDER BY request_id

@@ -1,6 +1,6 @@
 -- One page of the requests list, newest first, with each request's question
 -- (collector/query/reads.py, run_requests; filters as in parts/filters.sql).
-{% from "parts/metric_inputs.sql" import facts %}
+{% from "parts/metric_inputs.sql" import facts with context %}
 WITH page AS (
     SELECT * FROM {{ facts(filters, grader) }}
     ORDER BY time DESC, request_id DESC

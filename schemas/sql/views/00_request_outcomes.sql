@@ -8,6 +8,9 @@
 -- filter counts (parts/graders.sql).
 -- request_evidence_live inlines this query, limited to the traces it covers (parts/scope.sql).
 {% from "parts/scope.sql" import trace_in_scope with context %}
+{% from "parts/dialect.sql" import arg_max_if, list_is_set with context -%}
+{% set strongest = "(grader_rank, priority, effective_time, outcome_id)" -%}
+{% set newest = "(priority, effective_time, outcome_id)" -%}
 CREATE OR REPLACE VIEW request_outcomes AS
 WITH ranked AS (
     SELECT *,
@@ -20,19 +23,23 @@ WITH ranked AS (
 )
 SELECT
     trace_id,
-    arg_max(correct, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE correct IS NOT NULL) AS correct,
-    arg_max(score, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE score IS NOT NULL) AS score,
-    arg_max(decisive_chunk_ids, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE decisive_chunk_ids IS NOT NULL) AS decisive_chunk_ids,
-    arg_max(required_constraints, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE required_constraints IS NOT NULL) AS required_constraints,
-    arg_max(recalled_constraints, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE recalled_constraints IS NOT NULL) AS recalled_constraints,
-    arg_max(reviewer, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE reviewer IS NOT NULL) AS reviewer,
-    arg_max(note, (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE note IS NOT NULL) AS note,
-    arg_max(coalesce(grader, 'person'), (grader_rank, priority, effective_time, outcome_id)) FILTER (WHERE correct IS NOT NULL) AS grader,
+    {{ arg_max_if("correct", strongest, "correct IS NOT NULL") }} AS correct,
+    {{ arg_max_if("score", strongest, "score IS NOT NULL") }} AS score,
+    {{ arg_max_if("decisive_chunk_ids", strongest, list_is_set("decisive_chunk_ids")) }} AS decisive_chunk_ids,
+    {{ arg_max_if("required_constraints", strongest, list_is_set("required_constraints")) }} AS required_constraints,
+    {{ arg_max_if("recalled_constraints", strongest, list_is_set("recalled_constraints")) }} AS recalled_constraints,
+    {{ arg_max_if("reviewer", strongest, "reviewer IS NOT NULL") }} AS reviewer,
+    {{ arg_max_if("note", strongest, "note IS NOT NULL") }} AS note,
+    {{ arg_max_if("coalesce(grader, 'person')", strongest, "correct IS NOT NULL") }} AS grader,
 {%- for kind in ("person", "references", "judge") %}
-    arg_max(correct, (priority, effective_time, outcome_id)) FILTER (WHERE correct IS NOT NULL AND coalesce(grader, 'person') = '{{ kind }}') AS correct_{{ kind }},
-    arg_max(score, (priority, effective_time, outcome_id)) FILTER (WHERE score IS NOT NULL AND coalesce(grader, 'person') = '{{ kind }}') AS score_{{ kind }},
+    {{ arg_max_if("correct", newest, "correct IS NOT NULL AND coalesce(grader, 'person') = '" ~ kind ~ "'") }} AS correct_{{ kind }},
+    {{ arg_max_if("score", newest, "score IS NOT NULL AND coalesce(grader, 'person') = '" ~ kind ~ "'") }} AS score_{{ kind }},
 {%- endfor %}
     count(*) AS n_outcomes,
     max(effective_time) AS graded_at
+{%- if engine == "clickhouse" %},
+    -- ClickHouse's lists are never NULL: whether any outcome set the required constraints
+    max(required_constraints_set) AS required_constraints_set
+{%- endif %}
 FROM ranked
 GROUP BY trace_id;

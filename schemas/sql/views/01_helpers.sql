@@ -9,6 +9,39 @@ SELECT
     max(value) FILTER (WHERE key = 'min_n')           AS min_n
 FROM settings;
 
+{% if engine == "clickhouse" -%}
+-- The same functions as ClickHouse SQL functions (below, DuckDB's macros with the comments).
+-- position_band reads the settings, which a ClickHouse function cannot: the views inline it
+-- (parts/dialect.sql).
+CREATE OR REPLACE FUNCTION wilson_low AS (successes, n) ->
+    CASE WHEN n > 0 THEN greatest(0.0,
+        ((successes / n) + pow(1.959964, 2) / (2 * n)
+         - 1.959964 * sqrt((successes / n) * (1 - successes / n) / n + pow(1.959964, 2) / (4 * n * n)))
+        / (1 + pow(1.959964, 2) / n))
+    END;
+CREATE OR REPLACE FUNCTION wilson_high AS (successes, n) ->
+    CASE WHEN n > 0 THEN least(1.0,
+        ((successes / n) + pow(1.959964, 2) / (2 * n)
+         + 1.959964 * sqrt((successes / n) * (1 - successes / n) / n + pow(1.959964, 2) / (4 * n * n)))
+        / (1 + pow(1.959964, 2) / n))
+    END;
+CREATE OR REPLACE FUNCTION context_bucket AS (prompt_tokens) ->
+    CASE
+        WHEN prompt_tokens IS NULL THEN NULL
+        WHEN prompt_tokens < 4096 THEN '<4k'
+        WHEN prompt_tokens < 16384 THEN '4k-16k'
+        WHEN prompt_tokens < 65536 THEN '16k-64k'
+        ELSE '64k+'
+    END;
+CREATE OR REPLACE FUNCTION ideal_dcg AS (m) ->
+    arraySum(arrayMap(i -> 1 / log2(i + 1), range(1, toUInt64(m) + 1)));
+CREATE OR REPLACE FUNCTION relative_position AS (token_start, token_end, prompt_tokens, slot, k) ->
+    CASE
+        WHEN token_start IS NOT NULL AND token_end IS NOT NULL AND prompt_tokens IS NOT NULL
+            THEN least(((token_start + token_end) / 2.0) / prompt_tokens, 1.0)
+        ELSE (slot - 0.5) / k
+    END;
+{%- else -%}
 -- Wilson score interval for `successes` out of `n` at 95% (z = 1.959964); NULL when n = 0.
 -- Clamped to [0, 1]: at 0 of n the low end is 0 only up to rounding (0 of 7 gave -3.6e-17).
 -- schemas/stats.py repeats this arithmetic step for step for the one frame no view returns.
@@ -57,3 +90,4 @@ CREATE OR REPLACE MACRO position_band(relative_position) AS
         WHEN relative_position < (SELECT late_start FROM metric_settings) THEN 'middle'
         ELSE 'late'
     END;
+{%- endif %}

@@ -3,6 +3,7 @@
 -- relative_position: token midpoint / prompt tokens (max(token_end) when the request has no
 -- prompt token count), capped at 1; (slot - 0.5) / k when the placement has no token offsets.
 -- band: [0, band_early_end) early, [band_early_end, band_late_start) middle, the rest late.
+{% from "parts/dialect.sql" import position_band with context -%}
 CREATE OR REPLACE VIEW placement_positions AS
 WITH placed AS (
     SELECT
@@ -25,5 +26,5 @@ WITH placed AS (
 )
 SELECT
     request_id, chunk_id, prompt_index, slot, k, token_start, token_end, char_start, char_end,
-    relative_position, position_band(relative_position) AS band
+    relative_position, {{ position_band("relative_position") }} AS band
 FROM positioned;

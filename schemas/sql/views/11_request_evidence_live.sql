@@ -17,6 +17,7 @@
 -- decisive, followed_distractors lists the others that are in the prompt, each at its first
 -- occurrence (slot, relative position), for answered_from_distractor to band.
 {% from "parts/scope.sql" import request_in_scope with context %}
+{% from "parts/dialect.sql" import arg_min, bare, bool_or, iso_week, list_contains, list_distinct, list_len, semi_join, sorted_distinct, unnest with context -%}
 CREATE OR REPLACE VIEW request_evidence_live AS
 WITH req AS (
     SELECT * FROM requests r WHERE {{ request_in_scope("r") }}
@@ -26,9 +27,12 @@ WITH req AS (
     SELECT r.request_id, o.correct, o.score, o.graded_at, o.grader,
            o.correct_person, o.correct_references, o.correct_judge,
            o.score_person, o.score_references, o.score_judge,
-           list_distinct(o.decisive_chunk_ids) AS decisive_chunk_ids,
-           list_distinct(o.required_constraints) AS required_constraints,
+           {{ list_distinct("o.decisive_chunk_ids") }} AS decisive_chunk_ids,
+           {{ list_distinct("o.required_constraints") }} AS required_constraints,
            o.recalled_constraints
+{%- if engine == "clickhouse" -%}
+           , o.required_constraints_set
+{%- endif %}
     FROM req r
     JOIN {{ relation("request_outcomes") }} o ON o.trace_id = r.trace_id
 ), placed AS (
@@ -49,12 +53,12 @@ WITH req AS (
            relative_position(token_start, token_end, prompt_tokens, slot, k) AS relative_position
     FROM placed
 ), named AS (
-    SELECT request_id, decisive_chunk_ids FROM merged WHERE len(decisive_chunk_ids) > 0
+    SELECT request_id, decisive_chunk_ids FROM merged WHERE {{ list_len("decisive_chunk_ids") }} > 0
 ), marked AS (
     SELECT DISTINCT request_id FROM chunk WHERE decisive
 ), decisive AS (
     SELECT request_id, chunk_id, 'outcome' AS source
-    FROM (SELECT request_id, unnest(decisive_chunk_ids) AS chunk_id FROM named)
+    FROM (SELECT request_id, {{ unnest("decisive_chunk_ids") }} AS chunk_id FROM named)
     UNION ALL
     SELECT request_id, chunk_id, 'marked' AS source
     FROM chunk
@@ -70,16 +74,16 @@ WITH req AS (
     SELECT c.request_id, c.chunk_id, c.source_id, c.authority
     FROM chunk c
     JOIN req r USING (request_id)
-    WHERE coalesce(c.cited, false) OR coalesce(list_contains(r.cited_ids, c.chunk_id), false)
+    WHERE coalesce(c.cited, false) OR coalesce({{ list_contains("r.cited_ids", "c.chunk_id") }}, false)
 ), decisive_chunk AS (
     SELECT
-        d.request_id,
-        d.chunk_id,
+        {{ bare("d.request_id") }},
+        {{ bare("d.chunk_id") }},
         d.source,
         c.request_id IS NOT NULL AS retrieved,
         CASE WHEN c.request_id IS NOT NULL THEN coalesce(c.retrieval_rank, c.ordinal + 1) END
             AS retrieval_rank,
-        ct.request_id IS NOT NULL OR coalesce(list_contains(r.cited_ids, d.chunk_id), false) AS cited
+        ct.request_id IS NOT NULL OR coalesce({{ list_contains("r.cited_ids", "d.chunk_id") }}, false) AS cited
     FROM decisive d
     JOIN req r USING (request_id)
     LEFT JOIN chunk c ON c.request_id = d.request_id AND c.chunk_id = d.chunk_id
@@ -87,7 +91,7 @@ WITH req AS (
 ), decisive_placed AS (
     SELECT pp.request_id, pp.chunk_id, pp.slot, pp.relative_position
     FROM positioned pp
-    SEMI JOIN decisive d ON d.request_id = pp.request_id AND d.chunk_id = pp.chunk_id
+    {{ semi_join() }} decisive d ON d.request_id = pp.request_id AND d.chunk_id = pp.chunk_id
 ), decisive_first AS (
     -- each in-prompt decisive chunk at its first occurrence, for ranking metrics
     SELECT request_id, chunk_id, min(slot) AS slot
@@ -101,7 +105,7 @@ WITH req AS (
         count(*) FILTER (WHERE retrieved) AS n_decisive_retrieved,
         min(retrieval_rank) AS best_retrieval_rank,
         sum(1 / log2(retrieval_rank + 1)) AS retrieval_dcg,
-        bool_or(cited) AS cites_decisive
+        {{ bool_or("cited") }} AS cites_decisive
     FROM decisive_chunk
     GROUP BY request_id
 ), per_request_placed AS (
@@ -109,7 +113,7 @@ WITH req AS (
         request_id,
         count(DISTINCT chunk_id) AS n_decisive_in_prompt,
         min(slot) AS decisive_slot,
-        arg_min(relative_position, slot) AS decisive_position,
+        {{ arg_min("relative_position", "slot") }} AS decisive_position,
         min(relative_position) AS decisive_min_position,
         max(relative_position) AS decisive_max_position
     FROM decisive_placed
@@ -122,18 +126,25 @@ WITH req AS (
     SELECT DISTINCT s.request_id, s.chunk_id FROM answer_sources s WHERE {{ request_in_scope("s") }}
 ), source_first AS (
     SELECT pp.request_id, pp.chunk_id, min(pp.slot) AS slot,
-           arg_min(pp.relative_position, pp.slot) AS relative_position
+           {{ arg_min("pp.relative_position", "pp.slot") }} AS relative_position
     FROM positioned pp
-    SEMI JOIN source s ON s.request_id = pp.request_id AND s.chunk_id = pp.chunk_id
+    {{ semi_join() }} source s ON s.request_id = pp.request_id AND s.chunk_id = pp.chunk_id
     GROUP BY pp.request_id, pp.chunk_id
 ), per_request_source AS (
     SELECT
-        s.request_id,
+        {{ bare("s.request_id") }},
         count(*) AS n_followed,
-        bool_or(d.chunk_id IS NOT NULL) AS follows_decisive,
+        {{ bool_or("d.chunk_id IS NOT NULL") }} AS follows_decisive,
+{%- if engine == "clickhouse" %}
+        arraySort(x -> x.2, groupArrayIf(
+            CAST((s.chunk_id, CAST(sf.slot AS INTEGER), sf.relative_position),
+                 'Tuple(chunk_id Nullable(String), slot Nullable(Int32), relative_position Nullable(Float64))'),
+            d.chunk_id IS NULL AND sf.slot IS NOT NULL)) AS followed_distractors
+{%- else %}
         list({'chunk_id': s.chunk_id, 'slot': CAST(sf.slot AS INTEGER),
               'relative_position': sf.relative_position} ORDER BY sf.slot)
             FILTER (WHERE d.chunk_id IS NULL AND sf.slot IS NOT NULL) AS followed_distractors
+{%- endif %}
     FROM source s
     LEFT JOIN source_first sf ON sf.request_id = s.request_id AND sf.chunk_id = s.chunk_id
     LEFT JOIN (SELECT DISTINCT request_id, chunk_id FROM decisive) d
@@ -146,20 +157,26 @@ WITH req AS (
 ), per_request_cited AS (
     SELECT
         c.request_id,
-        bool_or(c.authority IS NOT NULL AND c.authority <> 'canonical') AS cites_noncanonical,
+        {{ bool_or("c.authority IS NOT NULL AND c.authority <> 'canonical'") }} AS cites_noncanonical,
         -- sorted: a DISTINCT list comes in no set order, and the same trace must give the
         -- same row however its rows were stored
+{%- if engine == "clickhouse" %}
+        arraySort(groupUniqArrayIf(
+            CAST((c.source_id, c.authority), 'Tuple(source_id Nullable(String), authority Nullable(String))'),
+            d.chunk_id IS NULL AND c.source_id IS NOT NULL)) AS cited_other_sources
+{%- else %}
         list_sort(list(DISTINCT {'source_id': c.source_id, 'authority': c.authority})
             FILTER (WHERE d.chunk_id IS NULL AND c.source_id IS NOT NULL)) AS cited_other_sources
+{%- endif %}
     FROM cited c
     LEFT JOIN decisive d ON d.request_id = c.request_id AND d.chunk_id = c.chunk_id
     GROUP BY c.request_id
 ), cited_placed AS (
     -- where the cited chunks sat: the distinct relative positions of their occurrences in the
     -- prompt, banded with the settings when read (citation_positions)
-    SELECT pp.request_id, list_sort(list_distinct(list(pp.relative_position))) AS cited_positions
+    SELECT pp.request_id, {{ sorted_distinct("pp.relative_position") }} AS cited_positions
     FROM positioned pp
-    SEMI JOIN cited c ON c.request_id = pp.request_id AND c.chunk_id = pp.chunk_id
+    {{ semi_join() }} cited c ON c.request_id = pp.request_id AND c.chunk_id = pp.chunk_id
     GROUP BY pp.request_id
 ), cited_count AS (
     -- distinct cited ids: chunks marked cited plus every id in cited_ids
@@ -167,15 +184,15 @@ WITH req AS (
     FROM (
         SELECT request_id, chunk_id FROM cited
         UNION ALL
-        SELECT request_id, unnest(cited_ids) AS chunk_id FROM req
+        SELECT request_id, {{ unnest("cited_ids") }} AS chunk_id FROM req
     )
     GROUP BY request_id
 )
 SELECT
-    r.request_id,
+    {{ bare("r.request_id") }},
     r.trace_id,
     r.time,
-    CAST(date_trunc('week', timezone('UTC', r.time)) AS DATE) AS week,
+    {{ iso_week("r.time") }} AS week,
     r.service,
     r.model,
     r.template_id AS template,
@@ -223,14 +240,28 @@ SELECT
     -- since a placement renumbers the documents they point at; lower case, whitespace
     -- collapsed, trailing punctuation dropped
     CASE WHEN r.answer IS NOT NULL THEN
+{%- if engine == "clickhouse" %}
+        -- ClickHouse's own hash of the same text: a key is compared only with its engine's
+        cityHash64(replaceRegexpAll(lowerUTF8(trimBoth(replaceRegexpAll(
+            replaceRegexpAll(r.answer, '\\[\\s*\\d+(?:\\s*[,;]\\s*\\d+)*\\s*\\]', ' '),
+            '\\s+', ' '))), '[\\s.!?;:,]+$', ''))
+{%- else %}
         hash(regexp_replace(lower(trim(regexp_replace(
             regexp_replace(r.answer, '\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]', ' ', 'g'),
             '\s+', ' ', 'g'))), '[\s.!?;:,]+$', ''))
+{%- endif %}
     END AS answer_key,
+{%- if engine == "clickhouse" %}
+    CAST(if(m.required_constraints_set, length(m.required_constraints), NULL) AS INTEGER) AS n_required,
+    CAST(if(m.required_constraints_set,
+            length(arrayIntersect(arrayDistinct(m.recalled_constraints), m.required_constraints)),
+            NULL) AS INTEGER) AS n_recalled,
+{%- else %}
     CAST(len(m.required_constraints) AS INTEGER) AS n_required,
     CAST(CASE WHEN m.required_constraints IS NOT NULL THEN
         len(list_intersect(list_distinct(coalesce(m.recalled_constraints, [])), m.required_constraints))
     END AS INTEGER) AS n_recalled,
+{%- endif %}
     CAST(coalesce(prs.n_followed, 0) AS INTEGER) AS n_followed,
     coalesce(prs.follows_decisive, false) AS follows_decisive,
     prs.followed_distractors

@@ -13,11 +13,12 @@
 -- The `grader=` filter reads these facts through parts/graders.sql, which shares the
 -- taxonomy_class and unsupported_confidence definitions below.
 {% from "parts/graders.sql" import taxonomy_class, unsupported_confidence %}
+{% from "parts/dialect.sql" import position_band, star_except with context -%}
 CREATE OR REPLACE VIEW request_facts AS
 WITH facts AS (
     SELECT
-        e.* EXCLUDE (decisive_min_position, decisive_max_position),
-        position_band(e.decisive_position) AS decisive_band,
+        {{ star_except("e.*", "decisive_min_position, decisive_max_position") }},
+        {{ position_band("e.decisive_position") }} AS decisive_band,
         CASE WHEN e.n_decisive_in_prompt > 0 THEN
             e.decisive_min_position < s.early_end OR e.decisive_max_position >= s.late_start
         END AS decisive_at_edge,
@@ -26,7 +27,7 @@ WITH facts AS (
     CROSS JOIN metric_settings s
 )
 SELECT
-    * EXCLUDE (high_confidence),
+    {{ star_except("*", "high_confidence") }},
     {{ taxonomy_class("correct") }} AS taxonomy_class,
     {{ unsupported_confidence("correct", "high_confidence") }} AS unsupported_confidence
 FROM facts;

@@ -3,6 +3,7 @@
 -- requests counts every request with a decisive chunk in the prompt (graded or not): the
 -- position distribution; n, correct and accuracy count graded requests only.
 {% from "parts/accuracy.sql" import accuracy_columns %}
+{% from "parts/dialect.sql" import list_position with context -%}
 CREATE OR REPLACE VIEW accuracy_by_band AS
 WITH banded AS (
     SELECT *, CASE WHEN condition = 'absent' THEN 'absent' ELSE decisive_band END AS band
@@ -14,4 +15,4 @@ SELECT {{ groups }}
 FROM banded
 WHERE band IS NOT NULL
 GROUP BY {{ groups }} band
-ORDER BY {{ groups }} list_position(['absent', 'early', 'middle', 'late'], band);
+ORDER BY {{ groups }} {{ list_position("['absent', 'early', 'middle', 'late']", "band") }};

@@ -1,6 +1,6 @@
 -- metric: The weekly review: requests, accuracy, buried rate and citation alignment per ISO week (Monday, UTC), weeks without data included as zero rows, with the change from the previous week when both weeks have at least min_n graded requests.
 -- keys: week
-{% from "parts/weekly.sql" import week_grid, called_change %}
+{% from "parts/weekly.sql" import week_grid, called_change with context %}
 CREATE OR REPLACE VIEW weekly_overview AS
 WITH {{ week_grid(facts, groups, [
     ("requests", "count(*)"),

@@ -1,6 +1,6 @@
 -- metric: Citation drift: citation alignment and the non-canonical citation share by ISO week (Monday, UTC), weeks without data included, with the change from the previous week when both weeks have at least min_n requests behind it.
 -- keys: week
-{% from "parts/weekly.sql" import week_grid, called_change %}
+{% from "parts/weekly.sql" import week_grid, called_change with context %}
 CREATE OR REPLACE VIEW citation_drift AS
 WITH {{ week_grid(facts, groups, [
     ("requests", "count(*)"),

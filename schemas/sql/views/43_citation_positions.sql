@@ -6,15 +6,16 @@
 -- relative positions of their occurrences in the prompt) and banded here with the settings,
 -- as placement_positions bands them: reading them, not the chunks, is what keeps this view
 -- as fast as the others.
+{% from "parts/dialect.sql" import list_position, position_band, unnest_or_null with context -%}
 CREATE OR REPLACE VIEW citation_positions AS
 WITH cited AS (
     SELECT {{ groups }} request_id, decisive_band,
-           unnest(coalesce(cited_positions, [NULL])) AS cited_position
+           {{ unnest_or_null("cited_positions") }} AS cited_position
     FROM {{ facts }} f
     WHERE n_decisive_in_prompt > 0
 ), banded AS (
     SELECT DISTINCT {{ groups }} request_id, decisive_band,
-           coalesce(position_band(cited_position), 'none') AS cited_band
+           coalesce({{ position_band("cited_position") }}, 'none') AS cited_band
     FROM cited
 )
 SELECT * FROM (
@@ -22,5 +23,5 @@ SELECT * FROM (
     FROM banded
     GROUP BY ALL
 )
-ORDER BY {{ groups }} list_position(['early', 'middle', 'late'], decisive_band),
-         list_position(['early', 'middle', 'late', 'none'], cited_band);
+ORDER BY {{ groups }} {{ list_position("['early', 'middle', 'late']", "decisive_band") }},
+         {{ list_position("['early', 'middle', 'late', 'none']", "cited_band") }};

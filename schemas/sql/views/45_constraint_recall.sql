@@ -1,5 +1,6 @@
 -- metric: Constraint recall by context-length bucket: required qualifiers (from the merged outcome) that the answer kept, and the share of requests that omitted at least one.
 -- keys: context_bucket
+{% from "parts/dialect.sql" import list_position with context -%}
 CREATE OR REPLACE VIEW constraint_recall AS
 SELECT {{ groups }}
     context_bucket,
@@ -14,4 +15,4 @@ SELECT {{ groups }}
 FROM {{ facts }} f
 WHERE n_required > 0
 GROUP BY {{ groups }} context_bucket
-ORDER BY {{ groups }} list_position(['<4k', '4k-16k', '16k-64k', '64k+'], context_bucket);
+ORDER BY {{ groups }} {{ list_position("['<4k', '4k-16k', '16k-64k', '64k+']", "context_bucket") }};

@@ -6,6 +6,7 @@
 -- its interval is p_o's large-sample standard error scaled by 1 / (1 - p_e) (Cohen 1960),
 -- ± 1.96 of it, clamped to [-1, 1]; NULL when p_e = 1 (both graders said the same of every
 -- request: kappa is undefined). docs/grading.md, "Judge calibration".
+{% from "parts/dialect.sql" import star_except with context -%}
 CREATE OR REPLACE VIEW judge_agreement AS
 WITH counts AS (
     SELECT {{ groups }}
@@ -25,7 +26,7 @@ WITH counts AS (
     FROM counts
 )
 SELECT
-    * EXCLUDE (p_o, p_e),
+    {{ star_except("*", "p_o, p_e") }},
     both_correct + both_wrong AS agree,
     p_o AS agreement,
     wilson_low(both_correct + both_wrong, n) AS agreement_ci_low,

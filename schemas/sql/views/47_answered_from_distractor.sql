@@ -6,6 +6,7 @@
 -- distractors at two slots counts once at each, so the rows of a band sum to at least its
 -- requests; `wrong` is every wrong answer with decisive evidence in the prompt, the same in
 -- each row of a group.
+{% from "parts/dialect.sql" import list_len, list_position, position_band, typed_null, unnest_fields with context -%}
 CREATE OR REPLACE VIEW answered_from_distractor AS
 WITH wrong AS (
     SELECT {{ groups }} request_id, follows_decisive, followed_distractors,
@@ -14,16 +15,16 @@ WITH wrong AS (
     WHERE correct = false AND n_decisive_in_prompt > 0
 ), followed AS (
     SELECT {{ groups }} wrong, request_id, follows_decisive,
-           unnest(followed_distractors, recursive := true)
+           {{ unnest_fields("followed_distractors", ["chunk_id", "slot", "relative_position"]) }}
     FROM wrong
-    WHERE len(followed_distractors) > 0
+    WHERE {{ list_len("followed_distractors") }} > 0
 ), placed AS (
-    SELECT {{ groups }} wrong, position_band(relative_position) AS band, slot,
+    SELECT {{ groups }} wrong, {{ position_band("relative_position") }} AS band, slot,
            request_id AS following, follows_decisive
     FROM followed
     UNION ALL
-    SELECT {{ groups }} wrong, 'any' AS band, CAST(NULL AS INTEGER) AS slot,
-           CASE WHEN len(followed_distractors) > 0 THEN request_id END AS following,
+    SELECT {{ groups }} wrong, 'any' AS band, {{ typed_null("INTEGER") }} AS slot,
+           CASE WHEN {{ list_len("followed_distractors") }} > 0 THEN request_id END AS following,
            follows_decisive
     FROM wrong
 )
@@ -38,4 +39,4 @@ SELECT {{ groups }}
     count(DISTINCT following) FILTER (WHERE NOT follows_decisive) AS instead_of_decisive
 FROM placed
 GROUP BY {{ groups }} band, slot
-ORDER BY {{ groups }} list_position(['any', 'early', 'middle', 'late'], band), slot;
+ORDER BY {{ groups }} {{ list_position("['any', 'early', 'middle', 'late']", "band") }}, slot;

@@ -15,6 +15,7 @@
 --   collapsed, trailing punctuation dropped) are all the same.
 -- constraint_recall: required constraints kept by the answers, over the placement conditions
 --   ('absent' excluded: without the evidence there is nothing to keep).
+{% from "parts/dialect.sql" import bool_and, bool_or, first_by with context -%}
 CREATE OR REPLACE VIEW sweep_summary AS
 WITH f AS (
     SELECT * FROM {{ facts }} f WHERE experiment IS NOT NULL
@@ -28,9 +29,9 @@ WITH f AS (
     SELECT {{ groups }} experiment, strategy,
         count(accuracy) AS conditions,
         CASE WHEN count(accuracy) >= 2 THEN max(accuracy) - min(accuracy) END AS sensitivity_delta,
-        first(condition ORDER BY accuracy DESC, condition) FILTER (WHERE accuracy IS NOT NULL)
+        {{ first_by("condition", ["accuracy DESC", "condition"], "accuracy IS NOT NULL") }}
             AS best_condition,
-        first(condition ORDER BY accuracy ASC, condition) FILTER (WHERE accuracy IS NOT NULL)
+        {{ first_by("condition", ["accuracy ASC", "condition"], "accuracy IS NOT NULL") }}
             AS worst_condition
     FROM per_condition
     GROUP BY ALL
@@ -38,8 +39,8 @@ WITH f AS (
     SELECT {{ groups }} experiment, strategy, case_id, model AS case_model,
         count(*) FILTER (WHERE correct IS NOT NULL AND decisive_at_edge) AS edge_graded,
         count(*) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge) AS middle_graded,
-        bool_or(correct) FILTER (WHERE decisive_at_edge) AS edge_any_correct,
-        bool_and(NOT correct) FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge)
+        {{ bool_or("correct") }} FILTER (WHERE decisive_at_edge) AS edge_any_correct,
+        {{ bool_and("NOT correct") }} FILTER (WHERE correct IS NOT NULL AND NOT decisive_at_edge)
             AS middle_all_wrong,
         count(DISTINCT condition) FILTER (WHERE answer_key IS NOT NULL
                                            AND condition IS DISTINCT FROM 'absent') AS answered_conditions,

@@ -9,6 +9,7 @@
 -- slot, band: where that rank landed in the prompt, the most common slot and band among the
 --   requests (ties to the lower slot, the earlier band); slots lists every slot seen, since a
 --   sweep's cases may differ in k.
+{% from "parts/dialect.sql" import mode, sorted_distinct with context -%}
 CREATE OR REPLACE VIEW sweep_ranks AS
 WITH ranked AS (
     SELECT *, CAST(round(1 / retrieval_rr) AS INTEGER) AS retrieval_rank
@@ -25,10 +26,10 @@ SELECT {{ groups }}
     count(*) FILTER (WHERE correct) / nullif(count(correct), 0) AS accuracy,
     wilson_low(count(*) FILTER (WHERE correct), count(correct)) AS ci_low,
     wilson_high(count(*) FILTER (WHERE correct), count(correct)) AS ci_high,
-    CAST(mode(decisive_slot ORDER BY decisive_slot) AS INTEGER) AS slot,
-    list_sort(list_distinct(list(decisive_slot))) AS slots,
-    mode(decisive_band ORDER BY CASE decisive_band WHEN 'early' THEN 1 WHEN 'middle' THEN 2
-                                                   WHEN 'late' THEN 3 END) AS band,
+    CAST({{ mode("decisive_slot", "decisive_slot") }} AS INTEGER) AS slot,
+    {{ sorted_distinct("decisive_slot") }} AS slots,
+    {{ mode("decisive_band", "CASE decisive_band WHEN 'early' THEN 1 WHEN 'middle' THEN 2
+                                                   WHEN 'late' THEN 3 END") }} AS band,
     count(*) FILTER (WHERE decisive_band = 'middle') / count(*) AS middle_share
 FROM ranked
 GROUP BY {{ groups }} experiment, strategy, retrieval_rank

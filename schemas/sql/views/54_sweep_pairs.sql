@@ -8,6 +8,7 @@
 -- other, in time order. Requests without a case_id, or without a counterpart, are unpaired:
 -- `strategy_n` and `versus_n` count the eligible graded requests of each side, so
 -- pairs < strategy_n says some went unpaired. Both orders of every two strategies are rows.
+{% from "parts/dialect.sql" import star_except with context -%}
 CREATE OR REPLACE VIEW sweep_pairs AS
 WITH graded AS (
     SELECT {{ groups }} experiment, strategy, model, case_id, condition, correct,
@@ -51,6 +52,6 @@ SELECT {{ groups }}
     v.n AS versus_n
 FROM counts c
 LEFT JOIN eligible s USING ({{ groups }} experiment, strategy)
-LEFT JOIN (SELECT * EXCLUDE (strategy), strategy AS versus FROM eligible) v
+LEFT JOIN (SELECT {{ star_except("*", "strategy") }}, strategy AS versus FROM eligible) v
     USING ({{ groups }} experiment, versus)
 ORDER BY {{ groups }} experiment, strategy, versus;

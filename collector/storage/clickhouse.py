@@ -1,0 +1,90 @@
+"""midtrace's tables and views on ClickHouse (docs/architecture.md, "Two engines").
+
+The same SQL files as DuckDB's, rendered with ``engine="clickhouse"``: the migrations' table
+DDL, the request_evidence table, and every view. ``session`` is anything with a
+``query(sql)`` method that runs one statement and keeps ``SET`` settings between calls: a
+``chdb.session.Session`` (the in-process ClickHouse engine) is one. The collector does not
+write to ClickHouse yet; this is what the view parity test (tests/test_clickhouse_views.py)
+builds its ClickHouse side with.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from midtrace.sql import sqlfiles
+
+ENGINE = "clickhouse"
+
+_END = re.compile(r";[ \t]*$", re.M)
+
+
+class Session(Protocol):
+    def query(self, sql: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def statements(sql: str) -> list[str]:
+    """The statements of rendered ``sql``: comment lines dropped, split at a ``;`` that ends
+    a line (no SQL file of midtrace ends a line with ``;`` inside a string)."""
+    text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in _END.split(text) if s.strip()]
+
+
+def render_view(view: sqlfiles.SqlFile, **variables: Any) -> str:
+    """``view`` rendered for ClickHouse (sqlfiles.render_view with engine "clickhouse")."""
+    return sqlfiles.render_view(view, engine=ENGINE, **variables)
+
+
+def create_schema(session: Session) -> None:
+    """Set the session's settings (:func:`set_session`), create every table of the migrations, request_evidence,
+    and the views (with their ClickHouse functions), all rendered for ClickHouse."""
+    set_session(session)
+    for m in sqlfiles.migrations():
+        _run(session, sqlfiles.render(m.path, engine=ENGINE))
+    _run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
+    create_views(session)
+
+
+def set_session(session: Session) -> None:
+    """Set what makes ClickHouse answer as DuckDB does (queries/clickhouse_settings.sql)."""
+    _run(session, sqlfiles.query("clickhouse_settings", engine=ENGINE))
+
+
+def fill_request_evidence(session: Session) -> None:
+    """Compute every row of request_evidence with ClickHouse's own request_evidence_live."""
+    _run(session, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="all"))
+
+
+def create_views(session: Session) -> None:
+    """(Re)create the views, rendered for ClickHouse with the stored views' defaults."""
+    for v in sqlfiles.views():
+        _run(session, render_view(v))
+
+
+def _run(session: Session, sql: str) -> None:
+    for statement in statements(sql):
+        session.query(statement)
+
+
+def parameters(params: Mapping[str, Any]) -> dict[str, str]:
+    """Query parameters as ClickHouse parses them, as text: a time in UTC without its zone
+    (the filters' {since:DateTime64(6, 'UTC')}, parts/filters.sql), a list as an array
+    literal (parts/scope.sql's {trace_ids:Array(String)})."""
+    return {name: _parameter(value) for name, value in params.items()}
+
+
+def _parameter(value: Any) -> str:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_element(v) for v in value) + "]"
+    return str(value)
+
+
+def _element(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
