@@ -1,0 +1,33 @@
+{#- The cost views' one definition (docs/metrics.md, "Cost"): cost_summary and cost_by_week
+    count these over the request facts joined with request_costs.
+
+    costed(facts): the facts with each request's output_tokens, cost_usd, cost_source and
+    example_price.
+    COST_COUNTS: (name, aggregate) of every count and sum, for parts/weekly.sql's week_grid.
+    cost_rates(): the columns computed from those counts; cost_usd is NULL when no request
+    of the row is priced, cost_per_correct also when none is correct. -#}
+{%- macro costed(facts) -%}
+(SELECT f.*, c.output_tokens, c.cost_usd, c.cost_source, c.example_price
+    FROM {{ facts }} f JOIN request_costs c USING (request_id))
+{%- endmacro -%}
+
+{%- set COST_COUNTS = [
+    ("requests", "count(*)"),
+    ("priced", "count(cost_usd)"),
+    ("reported", "count(*) FILTER (WHERE cost_source = 'reported')"),
+    ("estimated", "count(*) FILTER (WHERE cost_source = 'estimated')"),
+    ("example_priced", "count(*) FILTER (WHERE example_price)"),
+    ("prompt_tokens", "coalesce(sum(prompt_tokens), 0)"),
+    ("output_tokens", "coalesce(sum(output_tokens), 0)"),
+    ("total_cost_usd", "coalesce(sum(cost_usd), 0)"),
+    ("reported_cost_usd", "coalesce(sum(cost_usd) FILTER (WHERE cost_source = 'reported'), 0)"),
+    ("estimated_cost_usd", "coalesce(sum(cost_usd) FILTER (WHERE cost_source = 'estimated'), 0)"),
+    ("graded", "count(correct)"),
+    ("correct", "count(*) FILTER (WHERE correct)"),
+] -%}
+
+{%- macro cost_rates() -%}
+requests - priced AS unpriced,
+        CASE WHEN priced > 0 THEN total_cost_usd END AS cost_usd,
+        CASE WHEN priced > 0 THEN total_cost_usd / nullif(correct, 0) END AS cost_per_correct
+{%- endmacro -%}
