@@ -420,3 +420,31 @@ def replays(rows: Any) -> pd.DataFrame:
     frame["accuracy"] = (pd.to_numeric(frame["correct"], errors="coerce")
                          / graded.where(graded > 0))
     return frame[REPLAY_COLUMNS]
+
+
+def dollars(value: Any) -> str:
+    """A cost in US dollars: cents for a dollar or more, four decimals under; "—" unknown."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return "—"
+    amount = float(value)
+    return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:,.4f}"
+
+
+def cost_note(summary: dict[str, Any]) -> str:
+    """How the costs of a ``cost_summary`` row are known, as one sentence of our own words
+    (counts only): reported by the app, estimated from the price table (saying when at the
+    shipped example prices), or not known at all."""
+    requests, priced = int(summary.get("requests") or 0), int(summary.get("priced") or 0)
+    reported, estimated = int(summary.get("reported") or 0), int(summary.get("estimated") or 0)
+    example = int(summary.get("example_priced") or 0)
+    parts = [f"{reported} of {requests} requests reported their cost",
+             f"{estimated} are estimated from their tokens and the price table"]
+    text = ", ".join(parts)
+    if example:
+        text += (f" ({example} at the shipped example prices, which are not your provider's: "
+                 "pass your own table with `--prices`)")
+    unpriced = requests - priced
+    if unpriced:
+        text += (f"; {unpriced} have no cost (no cost sent, and no price for their model or "
+                 "no token counts) and are left out of the totals")
+    return text + "."
