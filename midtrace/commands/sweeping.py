@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, store_option,
-    token_option, url_option)
+    EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, prices_option,
+    store_option, token_option, url_option)
 from midtrace.sweep.settings import RetryPolicy, SweepSettings
 
 
@@ -106,6 +106,7 @@ class SweepRun:
     retries: int
     backoff: float
     api_key_env: str | None = None
+    prices_file: Path | None = None
 
 
 def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | None) -> Any:
@@ -133,7 +134,8 @@ def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | No
             token=token, db=db, state_dir=asked.state_dir,
             api_key=key, timeout=asked.timeout,
             retry=RetryPolicy(retries=asked.retries, backoff=asked.backoff),
-            temperature=asked.temperature, max_tokens=asked.max_tokens)
+            temperature=asked.temperature, max_tokens=asked.max_tokens,
+            prices=asked.prices_file)
     except (ConditionError, TemplateError) as e:
         fail(str(e), EXIT_USAGE)
     try:
@@ -184,6 +186,7 @@ def one_target(url: str | None, db: Path | None) -> Path | None:
 @store_option(required=False, help="A store to write the traces to instead of --url (no collector may hold it): a DuckDB file path or duckdb:///path.")
 @click.option("--format", "output_format", envvar="MIDTRACE_SWEEP_FORMAT", show_envvar=True,
               default="text", type=click.Choice(["text", "json"]), help="Summary format on stdout.")
+@prices_option
 def sweep(cases: Path, url: str | None, token: str | None, db: Path | None,
           output_format: str, **asked: Any) -> None:
     """Measure a model's accuracy by evidence position on your own cases."""
