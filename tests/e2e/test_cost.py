@@ -313,3 +313,28 @@ def test_rebuild_derives_output_tokens_again(store: tuple[Path, dict[str, str]],
     assert done.returncode == 0, done.stderr
     assert request_row(copy, traces["genai"], "requests.output_tokens") == (44,)
     assert request_row(copy, traces["sent2"], "requests.output_tokens") == (100,)
+
+
+def test_the_query_api_serves_the_cost_views_with_filters(store: tuple[Path, dict[str, str]],
+                                                         tmp_path: Path) -> None:
+    db, _ = store
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(db.read_bytes())
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    proc = start_collector(copy, tmp_path / "collector.log", "--prices", str(prices))
+    try:
+        listed = httpx.get(proc.url + "/api/v1/views", timeout=10).json()["views"]
+        assert {"cost_by_week", "cost_summary"} <= {v["name"] for v in listed}
+        answer = httpx.get(proc.url + "/api/v1/views/cost_by_week", timeout=10, params={
+            "group_by": "template,strategy", "template": "t1", "traffic": "all"})
+        assert answer.status_code == 200, answer.text
+        got = {(r["week"], r["strategy"]): r for r in answer.json()["rows"]}
+    finally:
+        proc.stop()
+    want = expected_rows([s for s in DATASET if s.template == "t1"])
+    assert set(got) == {(str(week), strategy) for week, _, strategy in want}
+    for (week, _, strategy), row in want.items():
+        served = got[(str(week), strategy)]
+        assert served["requests"] == row["requests"]
+        assert served["cost_usd"] == pytest.approx(row["cost"])
