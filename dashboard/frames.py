@@ -448,3 +448,18 @@ def cost_note(summary: dict[str, Any]) -> str:
         text += (f"; {unpriced} have no cost (no cost sent, and no price for their model or "
                  "no token counts) and are left out of the totals")
     return text + "."
+
+
+def request_cost(request: dict[str, Any]) -> str:
+    """One request's output tokens and cost, as the trace API gives them (request_costs): the
+    cost the app reported, else the estimate from the price table, else unknown."""
+    output = request.get("output_tokens")
+    tokens = f"Output tokens: {output:,}" if isinstance(output, int) else "Output tokens: unknown"
+    source = request.get("cost_source")
+    if source == "reported":
+        return f"{tokens} · cost {dollars(request.get('cost_usd'))}, reported by the app."
+    if source == "estimated":
+        return (f"{tokens} · cost {dollars(request.get('estimated_cost_usd'))}, estimated from "
+                "its tokens and the price table"
+                + (" (a shipped example price: check it)." if request.get("example_price") else "."))
+    return f"{tokens} · cost unknown (none reported, and no price or token count to estimate it)."

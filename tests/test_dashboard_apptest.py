@@ -153,6 +153,25 @@ def test_overview_shows_what_the_answers_cost(env: Any, fixture_db: tuple[Path, 
     assert set(detail["strategy"]) == {"edge", "score_order"}
 
 
+def test_inspector_says_what_one_request_cost(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    from tests.dashboard_data import OUTPUT_TOKENS, weekly_records
+
+    db, fx = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    # the first weekly trace: model-a, priced by the fixture's table from its tokens
+    _, first = weekly_records()[0]
+    price = PRICES["model-a"]
+    cost = (first.prompt_tokens * price["input_per_mtok"]
+            + OUTPUT_TOKENS * price["output_per_mtok"]) / 1e6
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.traces[0]).run()
+    assert not at.exception
+    assert any(f"Output tokens: {OUTPUT_TOKENS} · cost ${cost:.4f}, estimated" in c.value
+               for c in at.caption), [c.value for c in at.caption]
+    at.text_input(key="trace_id").input(fx.incident).run()  # no output tokens, no cost sent
+    assert any("Output tokens: unknown · cost unknown" in c.value for c in at.caption)
+
+
 def test_position_page_splits_by_model(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
     env.setenv(launch.ENV_DB, str(fixture_db[0]))
     at = app("position")

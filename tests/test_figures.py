@@ -295,3 +295,13 @@ def test_cost_note_says_how_costs_are_known_and_flags_example_prices() -> None:
                                               "estimated": 0, "example_priced": 0})
     assert (frames.dollars(0.00274), frames.dollars(1234.5), frames.dollars(None)) == (
         "$0.0027", "$1,234.50", "—")
+
+
+def test_request_cost_says_reported_estimated_or_unknown() -> None:
+    assert frames.request_cost({"output_tokens": 1200, "cost_source": "reported",
+                                "cost_usd": 0.5}) == (
+        "Output tokens: 1,200 · cost $0.5000, reported by the app.")
+    estimated = frames.request_cost({"output_tokens": 40, "cost_source": "estimated",
+                                     "estimated_cost_usd": 0.0031, "example_price": True})
+    assert "$0.0031, estimated" in estimated and "example price" in estimated
+    assert "cost unknown" in frames.request_cost({"output_tokens": None, "cost_source": None})
