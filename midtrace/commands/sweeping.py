@@ -79,6 +79,7 @@ def sweep_run_options(required: bool = True):  # type: ignore[no-untyped-def]
                          help="First retry wait in seconds, doubling each retry (Retry-After "
                               "wins when the endpoint sends it)."),
             api_key_env_option,
+            prices_option,
         ]):
             fn = option(fn)
         return fn
@@ -186,7 +187,6 @@ def one_target(url: str | None, db: Path | None) -> Path | None:
 @store_option(required=False, help="A store to write the traces to instead of --url (no collector may hold it): a DuckDB file path or duckdb:///path.")
 @click.option("--format", "output_format", envvar="MIDTRACE_SWEEP_FORMAT", show_envvar=True,
               default="text", type=click.Choice(["text", "json"]), help="Summary format on stdout.")
-@prices_option
 def sweep(cases: Path, url: str | None, token: str | None, db: Path | None,
           output_format: str, **asked: Any) -> None:
     """Measure a model's accuracy by evidence position on your own cases."""
