@@ -111,13 +111,14 @@ ui.chart(figures.slice_moves(charted.head(12)), moves, "slice_moves")
 st.subheader("Cost")
 summary = ui.query(data.view, "cost_summary", params)
 total = summary.to_dict("records")[0] if not summary.empty else {}
-st.caption(frames.cost_note(total) + " Cost per correct answer: the priced requests' cost over "
-           "the correct answers among all graded ones.")
+st.caption(frames.cost_note(total) + " Cost per correct answer: what the graded requests "
+           "with a cost cost, over the correct answers among them.")
 cols = st.columns(3)
 cols[0].metric("Cost", frames.dollars(total.get("cost_usd")),
                help="What the priced requests in the range cost, in US dollars.")
 cols[1].metric("Cost per correct answer", frames.dollars(total.get("cost_per_correct")),
-               help="Cost over the correct answers; none when no answer was graded correct.")
+               help="The graded requests' cost over their correct answers; none when no "
+                    "priced answer was graded correct.")
 cols[2].metric("Tokens", f"{int(total.get('prompt_tokens') or 0):,} in / "
                f"{int(total.get('output_tokens') or 0):,} out",
                help="Prompt and output tokens summed (unknown counts as none).")

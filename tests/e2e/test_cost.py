@@ -49,7 +49,7 @@ class Sent:
     model: str
     prompt_tokens: int
     output_tokens: int | None
-    correct: bool
+    correct: bool | None  # None: ungraded
     cost_usd: float | None = None
     experiment: str | None = None
 
@@ -61,6 +61,7 @@ DATASET = (
     Sent(WEEK1, "t2", "score_order", "model-z", 500, 10, True),  # not in the price table
     Sent(WEEK1, "t2", "score_order", "model-b", 1000, 100, False),
     Sent(WEEK1, "t2", "score_order", "model-a", 300, None, True),  # output tokens unknown
+    Sent(WEEK1, "t1", "edge", "model-a", 400, 20, None),  # ungraded: costs, not per correct
     Sent(WEEK2, "t1", "edge", "model-a", 100, 10, False),
     Sent(WEEK1, "t1", "edge", "model-a", 5000, 500, True, experiment="sweep-1"),
 )
@@ -85,7 +86,7 @@ def record(sent: Sent, i: int) -> RagRecord:
         cost_usd=sent.cost_usd,
         chunks=(Chunk("refund#1", label="direct_answer"),),
         placements=(Placement("refund#1", 0, 10, 40),),
-        outcome=Outcome(correct=sent.correct))
+        outcome=Outcome(correct=sent.correct) if sent.correct is not None else None)
 
 
 def ns(when: datetime) -> int:
@@ -222,17 +223,21 @@ def test_the_apps_cost_is_kept_and_others_are_estimated_from_the_price_table(
 
 def expected_rows(filtered: list[Sent]) -> dict[tuple[date, str, str], dict[str, Any]]:
     out: dict[tuple[date, str, str], dict[str, Any]] = defaultdict(
-        lambda: {"requests": 0, "priced": 0, "cost": 0.0, "correct": 0, "output_tokens": 0})
+        lambda: {"requests": 0, "priced": 0, "cost": 0.0, "correct": 0, "output_tokens": 0,
+                 "graded_cost": 0.0, "priced_correct": 0})
     for s in filtered:
         monday = date.fromisocalendar(*s.when.isocalendar()[:2], 1)
         row = out[(monday, s.template, s.strategy)]
         cost, _ = by_hand(s)
         row["requests"] += 1
         row["output_tokens"] += s.output_tokens or 0
-        row["correct"] += s.correct
+        row["correct"] += bool(s.correct)
         if cost is not None:
             row["priced"] += 1
             row["cost"] += cost
+            if s.correct is not None:  # graded: counts in what a correct answer cost
+                row["graded_cost"] += cost
+                row["priced_correct"] += s.correct
     return out
 
 
@@ -259,32 +264,40 @@ def test_cost_by_week_template_and_strategy_matches_the_data(
                                           want["requests"] - want["priced"], want["correct"],
                                           want["output_tokens"]), key
         assert row["cost_usd"] == pytest.approx(want["cost"]), key
-        if want["correct"]:
-            assert row["cost_per_correct"] == pytest.approx(want["cost"] / want["correct"]), key
+        if want["priced_correct"]:
+            assert row["cost_per_correct"] == pytest.approx(
+                want["graded_cost"] / want["priced_correct"]), key
         else:
             assert row["cost_per_correct"] is None, key
     empty = rows[(date(2026, 11, 9), "t2", "score_order")]
     assert (empty["requests"], empty["cost_usd"], empty["cost_per_correct"]) == (0, None, None)
 
 
+@pytest.mark.parametrize("template", ["t1", "t2"])
 def test_cost_summary_counts_reported_estimated_and_example_prices(
-        store: tuple[Path, dict[str, str]]) -> None:
+        store: tuple[Path, dict[str, str]], template: str) -> None:
     db, _ = store
     conn = open_read_only(db)
     try:
-        (t2,) = run_view(read_cursor(conn), "cost_summary", Filters(template="t2")).to_pylist()
+        (row,) = run_view(read_cursor(conn), "cost_summary",
+                          Filters(template=template)).to_pylist()
     finally:
         conn.close()
-    sent = [s for s in DATASET if s.template == "t2"]
+    sent = [s for s in DATASET if s.template == template and s.experiment is None]
     costs = [by_hand(s) for s in sent]
-    assert t2["requests"] == len(sent)
-    assert t2["reported"] == sum(src == "reported" for _, src in costs)
-    assert t2["estimated"] == sum(src == "estimated" for _, src in costs)
-    assert t2["example_priced"] == sum(src == "estimated" and bool(PRICES[s.model].get("example"))
-                                       for s, (_, src) in zip(sent, costs))
-    total = sum(c for c, _ in costs if c is not None)
-    assert t2["cost_usd"] == pytest.approx(total)
-    assert t2["cost_per_correct"] == pytest.approx(total / sum(s.correct for s in sent))
+    assert row["requests"] == len(sent)
+    assert row["reported"] == sum(src == "reported" for _, src in costs)
+    assert row["estimated"] == sum(src == "estimated" for _, src in costs)
+    assert row["example_priced"] == sum(src == "estimated" and bool(PRICES[s.model].get("example"))
+                                        for s, (_, src) in zip(sent, costs))
+    assert row["cost_usd"] == pytest.approx(sum(c for c, _ in costs if c is not None))
+    # what one correct answer cost: graded requests with a cost, over their correct answers
+    graded_cost = sum(c for s, (c, _) in zip(sent, costs) if c is not None and s.correct is not None)
+    priced_correct = sum(1 for s, (c, _) in zip(sent, costs) if c is not None and s.correct)
+    if priced_correct:
+        assert row["cost_per_correct"] == pytest.approx(graded_cost / priced_correct)
+    else:  # t2: its correct answers have no cost
+        assert row["cost_per_correct"] is None and row["correct"] > 0
 
 
 def test_a_new_price_table_reprices_old_requests_on_the_next_open(

@@ -13,7 +13,7 @@ WITH counts AS (
 )
 SELECT {{ groups }}
     requests, priced, reported, estimated, example_priced, prompt_tokens, output_tokens,
-    reported_cost_usd, estimated_cost_usd, graded, correct,
+    reported_cost_usd, estimated_cost_usd, graded, correct, graded_cost_usd, priced_correct,
     {{ cost_rates() }}
 FROM counts
 ORDER BY {{ groups }} requests DESC;

@@ -7,7 +7,7 @@ CREATE OR REPLACE VIEW cost_by_week AS
 WITH {{ week_grid(costed(facts), groups, COST_COUNTS) }}
 SELECT {{ groups }}
     week, requests, priced, reported, estimated, example_priced, prompt_tokens, output_tokens,
-    reported_cost_usd, estimated_cost_usd, graded, correct,
+    reported_cost_usd, estimated_cost_usd, graded, correct, graded_cost_usd, priced_correct,
     {{ cost_rates() }}
 FROM filled
 ORDER BY {{ groups }} week;
