@@ -18,7 +18,7 @@ DropReason = Literal["budget", "dedupe", "filter", "diversity"]
 Label = Literal[
     "direct_answer", "exception_constraint", "supporting_background", "conflicting", "irrelevant"
 ]
-Convention = Literal["midtrace", "openinference", "genai"]
+Convention = Literal["midtrace", "openinference", "genai", "vercel_ai"]
 # Who graded an outcome, in precedence order (docs/grading.md, "Precedence").
 Grader = Literal["person", "references", "judge"]
 
