@@ -73,6 +73,7 @@ class CollectorSettings:
     forward: tuple[str, ...] = ()
     forward_headers: dict[str, str] = field(default_factory=dict)
     forward_queue: int = DEFAULT_FORWARD_QUEUE
+    prices: Path | None = None  # the price table (midtrace/prices.py); None: MIDTRACE_PRICES, else shipped
 
     def check(self) -> None:
         check_exposure(self.host, self.token, "collector (OTLP and its query API)")

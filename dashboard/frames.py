@@ -420,3 +420,46 @@ def replays(rows: Any) -> pd.DataFrame:
     frame["accuracy"] = (pd.to_numeric(frame["correct"], errors="coerce")
                          / graded.where(graded > 0))
     return frame[REPLAY_COLUMNS]
+
+
+def dollars(value: Any) -> str:
+    """A cost in US dollars: cents for a dollar or more, four decimals under; "—" unknown."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return "—"
+    amount = float(value)
+    return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:,.4f}"
+
+
+def cost_note(summary: dict[str, Any]) -> str:
+    """How the costs of a ``cost_summary`` row are known, as one sentence of our own words
+    (counts only): reported by the app, estimated from the price table (saying when at the
+    shipped example prices), or not known at all."""
+    requests, priced = int(summary.get("requests") or 0), int(summary.get("priced") or 0)
+    reported, estimated = int(summary.get("reported") or 0), int(summary.get("estimated") or 0)
+    example = int(summary.get("example_priced") or 0)
+    parts = [f"{reported} of {requests} requests reported their cost",
+             f"{estimated} are estimated from their tokens and the price table"]
+    text = ", ".join(parts)
+    if example:
+        text += (f" ({example} at the shipped example prices, which are not your provider's: "
+                 "pass your own table with `--prices`)")
+    unpriced = requests - priced
+    if unpriced:
+        text += (f"; {unpriced} have no cost (no cost sent, and no price for their model or "
+                 "no token counts) and are left out of the totals")
+    return text + "."
+
+
+def request_cost(request: dict[str, Any]) -> str:
+    """One request's output tokens and cost, as the trace API gives them (request_costs): the
+    cost the app reported, else the estimate from the price table, else unknown."""
+    output = request.get("output_tokens")
+    tokens = f"Output tokens: {output:,}" if isinstance(output, int) else "Output tokens: unknown"
+    source = request.get("cost_source")
+    if source == "reported":
+        return f"{tokens} · cost {dollars(request.get('cost_usd'))}, reported by the app."
+    if source == "estimated":
+        return (f"{tokens} · cost {dollars(request.get('estimated_cost_usd'))}, estimated from "
+                "its tokens and the price table"
+                + (" (a shipped example price: check it)." if request.get("example_price") else "."))
+    return f"{tokens} · cost unknown (none reported, and no price or token count to estimate it)."

@@ -51,6 +51,7 @@ ANSWER_CONSTRAINTS = "midtrace.answer.constraints"
 CITED_IDS = "midtrace.answer.cited_ids"
 UNRESOLVED_CONFLICTS = "midtrace.answer.unresolved_conflicts"
 PROMPT_TOKENS = "midtrace.prompt.tokens"
+ANSWER_TOKENS = "midtrace.answer.tokens"
 PROMPT_CHARS = "midtrace.prompt.chars"
 EVIDENCE_TOKENS = "midtrace.prompt.evidence_tokens"
 VERIFIER_RESULT = "midtrace.verifier.result"
@@ -110,6 +111,8 @@ REQUEST_ATTRS: tuple[Attr, ...] = (
     Attr(UNRESOLVED_CONFLICTS, "string[]", "Structured answer field: conflicts the answer left open.",
          text=True),
     Attr(PROMPT_TOKENS, "int", "Tokens in the final prompt."),
+    Attr(ANSWER_TOKENS, "int", "Tokens the model generated for the answer (output, or completion, "
+         "tokens; else `gen_ai.usage.output_tokens` or `llm.token_count.completion`)."),
     Attr(PROMPT_CHARS, "int", "Characters in the final prompt (used to estimate token offsets)."),
     Attr(EVIDENCE_TOKENS, "int", "Tokens of the evidence block within the prompt."),
     Attr(VERIFIER_RESULT, "string", "Result of a verifier pass, if one ran.", text=True),

@@ -170,6 +170,7 @@ def decode_record(attrs: Mapping[str, Any]) -> RagRecord:
         cited_ids=_tuple(_array(attrs, c.CITED_IDS)),
         unresolved_conflicts=_tuple(_array(attrs, c.UNRESOLVED_CONFLICTS)),
         prompt_tokens=_scalar(attrs, c.PROMPT_TOKENS),
+        output_tokens=_scalar(attrs, c.ANSWER_TOKENS),
         prompt_chars=_scalar(attrs, c.PROMPT_CHARS),
         evidence_tokens=_scalar(attrs, c.EVIDENCE_TOKENS),
         latency_ms=_scalar(attrs, c.LATENCY_MS),
@@ -399,6 +400,8 @@ def decode_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
     record, estimated = estimate_tokens(record)
     if record.model is None:
         record = _with_model_fallback(record, spans)
+    if record.output_tokens is None:
+        record = _with_output_tokens_fallback(record, spans)
     service = next((s.service for s in reversed(own) if s.service), None)
     start = min(s.start_ns for s in spans)
     return RagRequest(
@@ -417,4 +420,19 @@ def _with_model_fallback(record: RagRecord, spans: Sequence[SpanRecord]) -> RagR
             value = s.attributes.get(key)
             if isinstance(value, str) and value:
                 return replace(record, model=value)
+    return record
+
+
+# The answering call's output tokens as the other conventions report them (OTel GenAI, its
+# older name, OpenInference), when the app sent no midtrace.answer.tokens.
+OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+                     "llm.token_count.completion")
+
+
+def _with_output_tokens_fallback(record: RagRecord, spans: Sequence[SpanRecord]) -> RagRecord:
+    for s in sorted(spans, key=lambda s: s.end_ns, reverse=True):
+        for key in OUTPUT_TOKEN_KEYS:
+            value = s.attributes.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= c.MAX_INT:
+                return replace(record, output_tokens=value)
     return record

@@ -41,7 +41,8 @@ def request_attributes(record: RagRecord) -> dict[str, Any]:
         (c.CONDITION, record.condition), (c.CASE_ID, record.case_id),
         (c.CONFIDENCE, record.confidence), (c.ANSWER_CONSTRAINTS, record.answer_constraints),
         (c.CITED_IDS, record.cited_ids), (c.UNRESOLVED_CONFLICTS, record.unresolved_conflicts),
-        (c.PROMPT_TOKENS, record.prompt_tokens), (c.PROMPT_CHARS, record.prompt_chars),
+        (c.PROMPT_TOKENS, record.prompt_tokens), (c.ANSWER_TOKENS, record.output_tokens),
+        (c.PROMPT_CHARS, record.prompt_chars),
         (c.EVIDENCE_TOKENS, record.evidence_tokens), (c.VERIFIER_RESULT, record.verifier_result),
     ):
         _put(attrs, key, value)

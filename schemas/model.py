@@ -121,6 +121,7 @@ class RagRecord:
     cited_ids: tuple[str, ...] | None = None
     unresolved_conflicts: tuple[str, ...] | None = None
     prompt_tokens: int | None = None
+    output_tokens: int | None = None
     prompt_chars: int | None = None
     evidence_tokens: int | None = None
     latency_ms: float | None = None

@@ -31,6 +31,11 @@ MARKDOWN_TEXT = "**bold** [link](http://x)"
 REQUIRED = ("opened items", "14 days")
 INCIDENT_QUESTION = "How many days does a customer have to return an opened item?"
 UNGRADED_QUESTION = "Can I cancel an annual plan after the first month?"
+# Cost: model-a's weekly answers report output tokens and are priced by PRICES (the tests
+# that check cost give the collector this table); model-b's report their own cost.
+OUTPUT_TOKENS = 60
+REPORTED_COST = 0.003
+PRICES = {"model-a": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}}
 
 
 def _ns(t: datetime) -> int:
@@ -81,7 +86,9 @@ def weekly_records() -> list[tuple[datetime, RagRecord]]:
                     question=f"Week {week} question {slot} for {model}",
                     answer="Refunds within 14 days." if not wrong else "Refunds within 30 days.",
                     model=model, template_id="support-v2", strategy=("score_order", "edge")[m],
-                    prompt_tokens=tokens, chunks=chunks, placements=placements,
+                    prompt_tokens=tokens, output_tokens=OUTPUT_TOKENS,
+                    cost_usd=REPORTED_COST if model == "model-b" else None,
+                    chunks=chunks, placements=placements,
                     cited_ids=(f"{prefix}-c{slot}",) if not wrong else (f"{prefix}-c1",),
                     outcome=Outcome(correct=not wrong, decisive_chunk_ids=(f"{prefix}-c{slot}",),
                                     required_constraints=REQUIRED,

@@ -17,7 +17,7 @@ from midtrace.collector.storage.store import Store
 from midtrace import supervise as launch
 from midtrace.client import Filters, open_client
 from midtrace.schemas.stats import paired_difference
-from tests.dashboard_data import Fixture, send_all
+from tests.dashboard_data import PRICES, Fixture, send_all
 from tests.procs import start_collector
 
 APP = str(launch.app_path())
@@ -28,7 +28,9 @@ def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     """The known traces sent through a real collector, which is then stopped."""
     tmp = tmp_path_factory.mktemp("apptest")
     db = tmp / "traces.duckdb"
-    proc = start_collector(db, tmp / "collector.log")
+    prices = tmp / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    proc = start_collector(db, tmp / "collector.log", "--prices", str(prices))
     try:
         fx = send_all(proc.url)
     finally:
@@ -75,7 +77,7 @@ def test_overview_shows_the_newest_week_against_the_one_before(
     # the default range ends on the newest data, not today
     assert at.date_input(key="f_until").value.isoformat() == "2026-11-05"
     assert at.date_input(key="f_since").value.isoformat() == "2026-10-12"
-    assert len(plotly_specs(at)) == 5
+    assert len(plotly_specs(at)) == 7  # five for the review, two for its cost
     assert any("change not called" in c.value for c in at.caption)
     # the findings lead the page, as plain text: here too few per week to call a change
     assert at.subheader[0].value == "Findings"
@@ -109,6 +111,65 @@ def test_the_grader_filter_says_whose_grades_count_and_counts_only_those(
     at.text_input(key="trace_id").input(fx.incident).run()
     assert not at.exception
     assert any("graded by person" in t.value for t in at.text)
+
+
+def test_overview_shows_what_the_answers_cost(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    from midtrace.dashboard.frames import dollars
+    from tests.dashboard_data import incident_record, ungraded_record, weekly_records
+
+    # production traffic in the page's range: the weekly answers, the incident, the ungraded one
+    records = [r for _, r in weekly_records()] + [incident_record(), ungraded_record()]
+
+    def cost(r: Any) -> float | None:  # reported, else priced by the fixture's table
+        if r.cost_usd is not None:
+            return float(r.cost_usd)
+        price = PRICES.get(r.model)
+        if price is None or r.output_tokens is None or r.prompt_tokens is None:
+            return None
+        return (r.prompt_tokens * price["input_per_mtok"]
+                + r.output_tokens * price["output_per_mtok"]) / 1e6
+
+    costs = [cost(r) for r in records]
+    total = sum(c for c in costs if c is not None)
+    correct = sum(1 for r in records if r.outcome is not None and r.outcome.correct)
+    env.setenv(launch.ENV_DB, str(fixture_db[0]))
+    at = app()
+    assert not at.exception
+    assert "Cost" in [h.value for h in at.subheader]
+    values = {m.label: m.value for m in at.metric}
+    assert values["Cost"] == dollars(total)
+    assert values["Cost per correct answer"] == dollars(total / correct)
+    reported = sum(r.cost_usd is not None for r in records)
+    unpriced = sum(c is None for c in costs)
+    note = next(c.value for c in at.caption if "reported their cost" in c.value)
+    assert f"{reported} of {len(records)} requests reported their cost" in note
+    assert f"{unpriced} have no cost" in note
+    specs = {s["layout"]["title"]["text"]: s for s in plotly_specs(at) if s["layout"].get("title")}
+    bars = next(t for t in specs["Cost by week"]["data"] if t["type"] == "bar")
+    assert sum(bars["y"]) == pytest.approx(total)
+    sliced = specs["Cost per correct answer by template and strategy"]["data"][0]
+    assert sorted(sliced["y"]) == ["support-v2 · edge", "support-v2 · score_order"]
+    detail = next(d.value for d in at.dataframe if "cost_per_correct" in d.value.columns)
+    assert set(detail["strategy"]) == {"edge", "score_order"}
+
+
+def test_inspector_says_what_one_request_cost(env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    from tests.dashboard_data import OUTPUT_TOKENS, weekly_records
+
+    db, fx = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    # the first weekly trace: model-a, priced by the fixture's table from its tokens
+    _, first = weekly_records()[0]
+    price = PRICES["model-a"]
+    cost = (first.prompt_tokens * price["input_per_mtok"]
+            + OUTPUT_TOKENS * price["output_per_mtok"]) / 1e6
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.traces[0]).run()
+    assert not at.exception
+    assert any(f"Output tokens: {OUTPUT_TOKENS} · cost ${cost:.4f}, estimated" in c.value
+               for c in at.caption), [c.value for c in at.caption]
+    at.text_input(key="trace_id").input(fx.incident).run()  # no output tokens, no cost sent
+    assert any("Output tokens: unknown · cost unknown" in c.value for c in at.caption)
 
 
 def test_position_page_splits_by_model(env: Any, fixture_db: tuple[Path, Fixture]) -> None:

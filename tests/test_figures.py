@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from midtrace.dashboard import figures, frames
+from midtrace.dashboard import cost_figures, figures, frames
 from midtrace.schemas.stats import wilson
 
 
@@ -254,3 +254,54 @@ def test_a_headline_change_is_called_only_when_unlikely_to_be_noise() -> None:
     called, p = frames.change_called(0.50, 40, 0.60, 40, min_n=30)  # intervals overlap too
     assert not called and p is not None and p > 0.05
     assert frames.change_called(0.10, 10, 0.90, 10, min_n=30) == (False, None)  # n too small
+
+
+def cost_slices() -> pd.DataFrame:
+    return pd.DataFrame({
+        "template": ["<b>t1</b>", "t2", None], "strategy": ["edge", "score_order", "edge"],
+        "requests": [10, 5, 3], "priced": [10, 5, 0], "reported": [4, 0, 0],
+        "estimated": [6, 5, 0], "correct": [5, 0, 2], "cost_usd": [0.02, 0.01, None],
+        "cost_per_correct": [0.004, None, None]})
+
+
+def test_cost_by_slice_escapes_names_and_draws_no_bar_without_a_cost_per_correct() -> None:
+    fig = cost_figures.cost_by_slice(cost_slices())
+    (bars,) = fig.data
+    names = list(bars.y)
+    assert "&lt;b&gt;t1&lt;/b&gt; · edge" in names and "<b>t1</b> · edge" not in names
+    assert "(none) · edge" in names
+    values = dict(zip(names, bars.x))
+    assert values["&lt;b&gt;t1&lt;/b&gt; · edge"] == pytest.approx(0.004)
+    assert values["t2 · score_order"] is None  # no correct answer: listed, no bar
+
+
+def test_cost_by_week_leaves_unpriced_weeks_without_a_bar() -> None:
+    weeks = pd.DataFrame({
+        "week": pd.to_datetime(["2026-11-02", "2026-11-09"]).date, "requests": [4, 2],
+        "priced": [4, 0], "reported": [1, 0], "estimated": [3, 0], "correct": [2, 1],
+        "cost_usd": [0.5, None], "cost_per_correct": [0.25, None]})
+    bars, line = cost_figures.cost_by_week(weeks).data
+    assert list(bars.y) == [0.5, None] and list(line.y) == [0.25, None]
+    nothing = cost_figures.cost_by_week(weeks.assign(priced=0))
+    assert not nothing.data and "no model is in the price table" in nothing.layout.annotations[0].text
+
+
+def test_cost_note_says_how_costs_are_known_and_flags_example_prices() -> None:
+    note = frames.cost_note({"requests": 10, "priced": 8, "reported": 3, "estimated": 5,
+                             "example_priced": 5})
+    assert note.startswith("3 of 10 requests reported their cost, 5 are estimated")
+    assert "example prices" in note and "2 have no cost" in note
+    assert "example" not in frames.cost_note({"requests": 1, "priced": 1, "reported": 1,
+                                              "estimated": 0, "example_priced": 0})
+    assert (frames.dollars(0.00274), frames.dollars(1234.5), frames.dollars(None)) == (
+        "$0.0027", "$1,234.50", "—")
+
+
+def test_request_cost_says_reported_estimated_or_unknown() -> None:
+    assert frames.request_cost({"output_tokens": 1200, "cost_source": "reported",
+                                "cost_usd": 0.5}) == (
+        "Output tokens: 1,200 · cost $0.5000, reported by the app.")
+    estimated = frames.request_cost({"output_tokens": 40, "cost_source": "estimated",
+                                     "estimated_cost_usd": 0.0031, "example_price": True})
+    assert "$0.0031, estimated" in estimated and "example price" in estimated
+    assert "cost unknown" in frames.request_cost({"output_tokens": None, "cost_source": None})

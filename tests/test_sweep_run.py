@@ -196,6 +196,32 @@ def test_multi_piece_spacing_absent_and_constraints(tmp_path: Path, llm: FakeLLM
     assert score_order["by_condition"]["absent"]["n"] == 1
 
 
+def test_summary_prints_tokens_and_cost_priced_by_the_table_given(
+        tmp_path: Path, llm: FakeLLM, db_path: Path) -> None:
+    llm.usage_ratio = 0.3  # usage: prompt tokens = characters * 0.3, 7 completion tokens a call
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"fake-7b": {"input_per_mtok": 2.0, "output_per_mtok": 10.0,
+                                              "example": True}}))
+    cases = write_cases(tmp_path / "cases.jsonl", [single_case(i) for i in range(2)])
+    args = ["--cases", str(cases), "--endpoint", llm.url, "--model", "fake-7b", "--db",
+            str(db_path), "--concurrency", "1", "--prices", str(prices)]
+    result = sweep(*args)
+    assert result.exit_code == 0, result.output
+    prompt_tokens = sum(int(len(p) * 0.3) for p in llm.prompts)
+    output_tokens = 7 * len(llm.prompts)
+    cost = (prompt_tokens * 2.0 + output_tokens * 10.0) / 1e6
+    correct = 2 * 3  # the rule reads slots 1, 2 and 5: right at ranks 1, 2, 5 of each case
+    line = next(x for x in result.stdout.splitlines() if "answer tokens" in x)
+    assert line.strip() == (f"{prompt_tokens} prompt + {output_tokens} answer tokens; cost "
+                            f"${cost:.4f}, ${cost / correct:.4f} per correct answer "
+                            "(example prices: check them)")
+    assert rows(db_path, "select distinct output_tokens from requests") == [(7,)]
+    # a model the table does not price: the tokens, and the cost said to be unknown
+    result = sweep(*args[:-2], "--model", "other-model", "--experiment", "other")
+    unknown = next(x for x in result.stdout.splitlines() if "answer tokens" in x)
+    assert "cost unknown" in unknown and "$" not in unknown
+
+
 def test_retries_on_429_and_5xx(tmp_path: Path, llm: FakeLLM, db_path: Path) -> None:
     llm.statuses = [429, 500, 503, 429]
     cases = write_cases(tmp_path / "cases.jsonl", [single_case(0)])
@@ -320,8 +346,8 @@ def test_token_goes_to_the_collector_as_a_bearer_header(tmp_path: Path, llm: Fak
     assert result.exit_code == 0, result.output
     assert seen[0] == ("/v1/traces", "Bearer s3cret", "application/x-protobuf")
     assert sorted(seen[1:]) == [(f"/api/v1/views/{view}", "Bearer s3cret", None) for view in
-                                ("citation_alignment", "sweep_conditions", "sweep_slots",
-                                 "sweep_summary")]
+                                ("citation_alignment", "cost_summary", "sweep_conditions",
+                                 "sweep_slots", "sweep_summary")]
 
 
 def test_db_held_by_a_collector_is_refused_plainly(tmp_path: Path, llm: FakeLLM,

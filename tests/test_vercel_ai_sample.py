@@ -184,3 +184,17 @@ def test_a_second_tool_call_is_a_second_retrieval_with_a_warning(
     ranks = {c.id: c.retrieval_rank for c in request.record.chunks}
     assert ranks == {cid: len(app["retrieved"]) - i for i, cid in enumerate(app["retrieved"])}
     assert [p.chunk_id for p in request.record.placements] == app["in_prompt"]
+
+
+def test_output_tokens_are_the_answering_calls(traces: dict[str, list[SpanRecord]]) -> None:
+    """requests.output_tokens: ai.usage.outputTokens of the model call that answered (the
+    last to end; the sample's calls report it)."""
+    from midtrace.collector.normalize.vercel_ai import LLM_OPERATIONS, operation
+
+    for trace_id, spans in traces.items():
+        calls = sorted((s for s in spans if operation(s) in LLM_OPERATIONS),
+                       key=lambda s: s.end_ns)
+        reported = calls[-1].attributes["ai.usage.outputTokens"]
+        request = normalize_trace(spans)
+        assert request is not None and isinstance(reported, int) and reported > 0
+        assert request.record.output_tokens == reported, trace_id

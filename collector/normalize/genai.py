@@ -8,10 +8,10 @@ Read (spec: open-telemetry/semantic-conventions-genai, docs/gen-ai/gen-ai-spans.
 - inference spans (``chat``, ``text_completion``, ``generate_content``, or any span with
   input messages): the prompt from ``gen_ai.system_instructions`` and
   ``gen_ai.input.messages`` (role + parts), the answer from ``gen_ai.output.messages``,
-  ``gen_ai.request.model`` (else ``gen_ai.response.model``), ``gen_ai.usage.input_tokens``.
-  Instrumentations older than the message attributes (OpenLLMetry) send
-  ``gen_ai.prompt.<i>.content`` / ``gen_ai.completion.<i>.content`` and
-  ``gen_ai.usage.prompt_tokens``; those are read too.
+  ``gen_ai.request.model`` (else ``gen_ai.response.model``), ``gen_ai.usage.input_tokens``,
+  ``gen_ai.usage.output_tokens``. Instrumentations older than the message attributes
+  (OpenLLMetry) send ``gen_ai.prompt.<i>.content`` / ``gen_ai.completion.<i>.content``,
+  ``gen_ai.usage.prompt_tokens`` and ``gen_ai.usage.completion_tokens``; those are read too.
 
 The specification requires only ``id`` and ``score`` per retrieved document. Without the
 text the documents are recorded as retrieved, with a warning: where they sat in the prompt
@@ -42,6 +42,8 @@ REQUEST_MODEL = "gen_ai.request.model"
 RESPONSE_MODEL = "gen_ai.response.model"
 USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 LEGACY_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
+USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+LEGACY_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 LEGACY_PROMPT = "gen_ai.prompt"
 LEGACY_COMPLETION = "gen_ai.completion"
 
@@ -59,7 +61,7 @@ _TEXT_KEYS = ("content", "text", "page_content")
 ATTRIBUTES_READ: tuple[str, ...] = (
     OPERATION_NAME, RETRIEVAL_DOCUMENTS, RETRIEVAL_QUERY_TEXT, SYSTEM_INSTRUCTIONS,
     INPUT_MESSAGES, OUTPUT_MESSAGES, REQUEST_MODEL, RESPONSE_MODEL, USAGE_INPUT_TOKENS,
-    LEGACY_USAGE_PROMPT_TOKENS, f"{LEGACY_PROMPT}.<i>.content", f"{LEGACY_PROMPT}.<i>.role",
+    LEGACY_USAGE_PROMPT_TOKENS, USAGE_OUTPUT_TOKENS, LEGACY_USAGE_COMPLETION_TOKENS, f"{LEGACY_PROMPT}.<i>.content", f"{LEGACY_PROMPT}.<i>.role",
     f"{LEGACY_COMPLETION}.<i>.content",
 )
 
@@ -188,12 +190,15 @@ def llm_call(span: SpanRecord, events: Sequence[SpanRecord] = ()) -> LlmCall:
     output = _messages(attrs.get(OUTPUT_MESSAGES)) or _legacy(attrs, LEGACY_COMPLETION)
     user = [text for role, text in conversation if role == "user"]
     tokens = integer(attrs, USAGE_INPUT_TOKENS)
+    output_tokens = integer(attrs, USAGE_OUTPUT_TOKENS)
     return LlmCall(
         span=span,
         prompt=join_texts("\n\n", texts) if texts else None,
         answer=output[0][1] if output else None,
         model=string(attrs, REQUEST_MODEL) or string(attrs, RESPONSE_MODEL),
         prompt_tokens=tokens if tokens is not None else integer(attrs, LEGACY_USAGE_PROMPT_TOKENS),
+        output_tokens=(output_tokens if output_tokens is not None
+                       else integer(attrs, LEGACY_USAGE_COMPLETION_TOKENS)),
         user_text=user[-1] if user else None,
         messages=(((("system", text_length(system)),) if system else ())
                   + tuple((role, text_length(text)) for role, text in conversation)),

@@ -88,6 +88,7 @@ class LlmCall:
     answer: str | None = None
     model: str | None = None
     prompt_tokens: int | None = None
+    output_tokens: int | None = None
     cost_usd: float | None = None
     user_text: str | None = None
     # (role, characters) of each message the prompt joins, in order (collector/normalize/sections.py)
@@ -320,6 +321,7 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         template_version=obs.template_version,
         cited_ids=cited_ids,
         prompt_tokens=call.prompt_tokens if call is not None else None,
+        output_tokens=call.output_tokens if call is not None else None,
         prompt_chars=text_length(prompt) if prompt else None,
         latency_ms=(max(s.end_ns for s in spans) - start) / 1e6,
         cost_usd=call.cost_usd if call is not None else None,

@@ -65,6 +65,7 @@ LLM_MODEL_NAME = "llm.model_name"
 LLM_RESPONSE_MODEL_NAME = "llm.response.model_name"
 LLM_REQUEST_MODEL_NAME = "llm.request.model_name"
 LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
 LLM_COST_TOTAL = "llm.cost.total"
 PROMPT_TEMPLATE = "llm.prompt_template.template"
 PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
@@ -82,7 +83,7 @@ ATTRIBUTES_READ: tuple[str, ...] = (
     f"{LLM_INPUT_MESSAGES}.<i>.{MESSAGE_CONTENTS}.<j>.{MESSAGE_CONTENT_TEXT}",
     f"{LLM_OUTPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}", f"{LLM_PROMPTS}.<i>.{PROMPT_TEXT}",
     f"{LLM_CHOICES}.<i>.{COMPLETION_TEXT}", LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME,
-    LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_COST_TOTAL, PROMPT_TEMPLATE,
+    LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_TOKEN_COUNT_COMPLETION, LLM_COST_TOTAL, PROMPT_TEMPLATE,
     PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID,
 )
 
@@ -311,6 +312,7 @@ def llm_call(span: SpanRecord) -> LlmCall:
         model=(string(attrs, LLM_MODEL_NAME) or string(attrs, LLM_RESPONSE_MODEL_NAME)
                or string(attrs, LLM_REQUEST_MODEL_NAME)),
         prompt_tokens=integer(attrs, LLM_TOKEN_COUNT_PROMPT),
+        output_tokens=integer(attrs, LLM_TOKEN_COUNT_COMPLETION),
         cost_usd=number(attrs.get(LLM_COST_TOTAL)),
         user_text=user[-1] if user else None,
         messages=tuple((role, text_length(text)) for role, text in conversation),

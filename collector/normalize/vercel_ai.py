@@ -8,7 +8,8 @@ the ``LegacyOpenTelemetry`` integration of ``@ai-sdk/otel`` in ``ai`` 7):
   ``ai.streamObject.doStream``): the prompt from ``ai.prompt.messages`` (each message's
   text parts; a tool result as the JSON the provider is sent), the answer from
   ``ai.response.text`` (else ``ai.response.object``), ``ai.model.id`` (else
-  ``ai.response.model``), ``ai.usage.inputTokens`` (``ai.usage.promptTokens`` before ai 5).
+  ``ai.response.model``), ``ai.usage.inputTokens`` and ``ai.usage.outputTokens``
+  (``ai.usage.promptTokens`` and ``ai.usage.completionTokens`` before ai 5).
   The ``ai.generateText`` / ``ai.streamText`` span around the steps is no call of its own.
 - tool call spans (``ai.toolCall``): ``ai.toolCall.result`` is a retrieval when its JSON
   holds documents (``tool_result_documents``), ranked in the tool's order;
@@ -46,6 +47,8 @@ MODEL_ID = "ai.model.id"
 RESPONSE_MODEL = "ai.response.model"
 USAGE_INPUT_TOKENS = "ai.usage.inputTokens"
 USAGE_PROMPT_TOKENS = "ai.usage.promptTokens"  # ai 4
+USAGE_OUTPUT_TOKENS = "ai.usage.outputTokens"
+USAGE_COMPLETION_TOKENS = "ai.usage.completionTokens"  # ai 4
 TOOL_CALL = "ai.toolCall"
 TOOL_CALL_NAME = "ai.toolCall.name"
 TOOL_CALL_RESULT = "ai.toolCall.result"
@@ -60,7 +63,8 @@ DOCUMENT_LIST_FIELDS = ("documents", "results", "docs", "chunks", "sources")
 
 ATTRIBUTES_READ: tuple[str, ...] = (
     OPERATION_ID, PROMPT_MESSAGES, RESPONSE_TEXT, RESPONSE_OBJECT, MODEL_ID, RESPONSE_MODEL,
-    USAGE_INPUT_TOKENS, USAGE_PROMPT_TOKENS, TOOL_CALL_NAME, TOOL_CALL_RESULT,
+    USAGE_INPUT_TOKENS, USAGE_PROMPT_TOKENS, USAGE_OUTPUT_TOKENS, USAGE_COMPLETION_TOKENS,
+    TOOL_CALL_NAME, TOOL_CALL_RESULT,
 )
 
 
@@ -189,12 +193,15 @@ def llm_call(span: SpanRecord) -> LlmCall:
     texts = [text for _, text in messages]
     user = [text for role, text in messages if role == "user"]
     tokens = integer(attrs, USAGE_INPUT_TOKENS)
+    output_tokens = integer(attrs, USAGE_OUTPUT_TOKENS)
     return LlmCall(
         span=span,
         prompt=join_texts("\n\n", texts) if texts else None,
         answer=string(attrs, RESPONSE_TEXT) or string(attrs, RESPONSE_OBJECT),
         model=string(attrs, MODEL_ID) or string(attrs, RESPONSE_MODEL),
         prompt_tokens=tokens if tokens is not None else integer(attrs, USAGE_PROMPT_TOKENS),
+        output_tokens=(output_tokens if output_tokens is not None
+                       else integer(attrs, USAGE_COMPLETION_TOKENS)),
         user_text=user[-1] if user else None,
         messages=tuple((role, text_length(text)) for role, text in messages),
     )

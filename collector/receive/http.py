@@ -228,7 +228,7 @@ def run(settings: CollectorSettings) -> None:
     """Serve OTLP/HTTP and OTLP/gRPC until SIGINT/SIGTERM, then commit what is queued,
     give forward targets a moment to drain, and close the database."""
     settings.check()
-    store = Store.open(settings.db, keep_text=settings.keep_text)
+    store = Store.open(settings.db, keep_text=settings.keep_text, prices=settings.prices)
     recovered = recover(store)
     if recovered:
         print(f"midtrace collector derived {recovered} exports left in the intake log",

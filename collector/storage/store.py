@@ -154,6 +154,29 @@ def _ensure_evidence(conn: duckdb.DuckDBPyConnection) -> None:
                      {"definition_hash": wanted, "built_at": datetime.now(UTC)})
 
 
+def store_prices(conn: duckdb.DuckDBPyConnection, prices: Path | None = None) -> None:
+    """Replace the store's price table with the file's (docs/metrics.md, "Cost"): the cost
+    views estimate what a request cost from the prices the store was last opened with."""
+    from midtrace.prices import PriceError, load_prices, prices_path
+
+    try:
+        table = load_prices(prices_path(prices))
+    except PriceError as e:
+        raise StoreError(str(e)) from e
+    data = pa.table({
+        "model": pa.array(list(table), pa.string()),
+        "input_per_mtok": pa.array([p.input_per_mtok for p in table.values()], pa.float64()),
+        "output_per_mtok": pa.array([p.output_per_mtok for p in table.values()], pa.float64()),
+        "example": pa.array([p.example for p in table.values()], pa.bool_()),
+    })
+    conn.register("_prices", data)
+    try:
+        with transaction(conn):
+            run_script(conn, sqlfiles.query("replace_prices"))
+    finally:
+        conn.unregister("_prices")
+
+
 def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> None:
     """Recompute the request_evidence rows of these traces (inside the caller's transaction)."""
     ids = sorted(set(trace_ids))
@@ -186,9 +209,10 @@ class Store:
     """The one writer of a midtrace database."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, keep_text: bool = True,
-                 path: str | Path | None = None) -> None:
+                 path: str | Path | None = None, prices: Path | None = None) -> None:
         self.path = path
         self.keep_text = keep_text
+        self.prices = prices  # the price table file; None: MIDTRACE_PRICES, else the shipped one
         # Held by every write, and by ``reopen`` while it swaps the connection.
         self.lock = threading.RLock()
         self._external_access = True
@@ -198,6 +222,7 @@ class Store:
         self.conn = conn
         keep_text = self.keep_text
         migrate(conn)
+        store_prices(conn, self.prices)
         max_ids = conn.execute(sqlfiles.query("max_ids")).fetchone()
         assert max_ids is not None
         self._next_request_id = int(max_ids[0]) + 1
@@ -208,13 +233,14 @@ class Store:
         self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
 
     @classmethod
-    def open(cls, path: str | Path, keep_text: bool = True) -> Store:
-        """The store in the file at ``path`` (created if missing), brought up to date; a file
-        midtrace cannot use raises StoreError with a one-line message."""
+    def open(cls, path: str | Path, keep_text: bool = True, prices: Path | None = None) -> Store:
+        """The store in the file at ``path`` (created if missing), brought up to date, with
+        the price table ``prices`` (midtrace/prices.py: None is MIDTRACE_PRICES, else the
+        shipped one); a file midtrace cannot use raises StoreError with a one-line message."""
         conn = connect(path)
         try:
             check_layout(conn, path, writable=True)
-            return cls(conn, keep_text=keep_text, path=path)
+            return cls(conn, keep_text=keep_text, path=path, prices=prices)
         except StoreError:
             conn.close()
             raise

@@ -125,6 +125,7 @@ for col, (label, value) in zip(facts[1:], (
 ), strict=True):
     col.text(str(value if value is not None else "—"))
     col.caption(label)
+st.caption(frames.request_cost(request))
 
 # --- the strip -------------------------------------------------------------------------------
 prompt_tokens = request.get("prompt_tokens")

@@ -1,11 +1,12 @@
-"""Overview: the weekly review. Headline figures week over week, taxonomy by week, movers."""
+"""Overview: the weekly review. Headline figures week over week, taxonomy by week, movers,
+and what the answers cost."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from midtrace import findings
-from midtrace.dashboard import data, figures, filters, frames, ui
+from midtrace.dashboard import cost_figures, data, figures, filters, frames, ui
 from midtrace.report_cells import calibration_sentence
 
 # The weekly review is about production traffic, the default (the Traffic filter).
@@ -104,3 +105,37 @@ charted = moves[moves["kind"].isin(("moved", "new"))] if not moves.empty else mo
 if not charted.empty:
     charted = charted.loc[charted["delta"].abs().sort_values(ascending=False).index]
 ui.chart(figures.slice_moves(charted.head(12)), moves, "slice_moves")
+
+# What the answers cost (docs/metrics.md, "Cost"): the app's own figure when it sent one,
+# else tokens priced by the price table the store was opened with.
+st.subheader("Cost")
+summary = ui.query(data.view, "cost_summary", params)
+total = summary.to_dict("records")[0] if not summary.empty else {}
+st.caption(frames.cost_note(total) + " Cost per correct answer: what the graded requests "
+           "with a cost cost, over the correct answers among them.")
+cols = st.columns(3)
+cols[0].metric("Cost", frames.dollars(total.get("cost_usd")),
+               help="What the priced requests in the range cost, in US dollars.")
+cols[1].metric("Cost per correct answer", frames.dollars(total.get("cost_per_correct")),
+               help="The graded requests' cost over their correct answers; none when no "
+                    "priced answer was graded correct.")
+cols[2].metric("Tokens", f"{int(total.get('prompt_tokens') or 0):,} in / "
+               f"{int(total.get('output_tokens') or 0):,} out",
+               help="Prompt and output tokens summed (unknown counts as none).")
+left, right = st.columns(2)
+with left:
+    cost_weeks = ui.query(data.view, "cost_by_week", params, ("week",))
+    ui.chart(cost_figures.cost_by_week(cost_weeks, title="Cost by week"), cost_weeks,
+             "cost_by_week")
+with right:
+    cost_slices = ui.query(data.view, "cost_summary", params, ("template", "strategy"))
+    ui.chart(cost_figures.cost_by_slice(cost_slices,
+                                        title="Cost per correct answer by template and strategy"),
+             cost_slices, "cost_by_template_strategy")
+# per week, template and strategy: a table (drawn on a canvas: template names are data)
+detail = ui.query(data.view, "cost_by_week", params, ("template", "strategy"))
+if not detail.empty:
+    detail = detail[detail["requests"] > 0]
+    ui.table(detail[["week", "template", "strategy", "requests", "priced", "prompt_tokens",
+                     "output_tokens", "cost_usd", "correct", "cost_per_correct"]],
+             "cost_by_week_template_strategy", csv=detail)

@@ -175,6 +175,7 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
         click.option("--forward-queue", envvar="MIDTRACE_FORWARD_QUEUE", show_envvar=True,
                      default=DEFAULT_FORWARD_QUEUE, type=click.IntRange(1, 1_000_000),
                      help="Batches held per forward target; when full the oldest is dropped."),
+        prices_option,
     ]):
         fn = option(fn)
     return fn
@@ -183,7 +184,7 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
 def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, token: str | None,
                         max_body_mb: int, queue_size: int, derive_workers: int | None, no_text: bool,
                         forward: tuple[str, ...], forward_header: tuple[str, ...],
-                        forward_queue: int) -> CollectorSettings:
+                        forward_queue: int, prices_file: Path | None = None) -> CollectorSettings:
     """Check the collector's options and build its settings; usage errors exit 2."""
     from urllib.parse import unquote
 
@@ -205,7 +206,7 @@ def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, toke
                                  derive_workers=derive_workers,
                                  grpc_port=grpc_port, token=token, keep_text=not no_text,
                                  forward=forward, forward_headers=headers,
-                                 forward_queue=forward_queue)
+                                 forward_queue=forward_queue, prices=prices_file)
     try:
         settings.check()
     except SettingsError as e:
@@ -303,8 +304,8 @@ prices_option = click.option(
     "--prices", "prices_file", envvar="MIDTRACE_PRICES", show_envvar=True, default=None,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Price table, JSON {model: {input_per_mtok, output_per_mtok}}, the one every command "
-         "that calls a model counts its cost from; default: the one shipped with midtrace "
-         "(examples).")
+         "that calls a model counts its cost from, and the collector prices requests that "
+         "report no cost with; default: the one shipped with midtrace (examples).")
 
 
 def key_and_price(api_key_env: str | None, prices_file: Path | None, model: str,

@@ -96,7 +96,7 @@ def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | No
     if dry_run:
         return
     try:
-        sink = OtlpSink(url, token) if url else StoreSink(db)  # type: ignore[arg-type]
+        sink = OtlpSink(url, token) if url else StoreSink(db, prices_file)  # type: ignore[arg-type]
     except RecordError as e:
         fail(str(e), EXIT_SOURCE)
     recorder = Recorder(sink, service="midtrace-replay")

@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, store_option,
-    token_option, url_option)
+    EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, prices_option,
+    store_option, token_option, url_option)
 from midtrace.sweep.settings import RetryPolicy, SweepSettings
 
 
@@ -79,6 +79,7 @@ def sweep_run_options(required: bool = True):  # type: ignore[no-untyped-def]
                          help="First retry wait in seconds, doubling each retry (Retry-After "
                               "wins when the endpoint sends it)."),
             api_key_env_option,
+            prices_option,
         ]):
             fn = option(fn)
         return fn
@@ -106,6 +107,7 @@ class SweepRun:
     retries: int
     backoff: float
     api_key_env: str | None = None
+    prices_file: Path | None = None
 
 
 def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | None) -> Any:
@@ -133,7 +135,8 @@ def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | No
             token=token, db=db, state_dir=asked.state_dir,
             api_key=key, timeout=asked.timeout,
             retry=RetryPolicy(retries=asked.retries, backoff=asked.backoff),
-            temperature=asked.temperature, max_tokens=asked.max_tokens)
+            temperature=asked.temperature, max_tokens=asked.max_tokens,
+            prices=asked.prices_file)
     except (ConditionError, TemplateError) as e:
         fail(str(e), EXIT_USAGE)
     try:

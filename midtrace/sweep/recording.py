@@ -62,11 +62,11 @@ class OtlpSink:
 class StoreSink:
     """Write straight into a DuckDB file no collector holds, through the collector's store."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, prices: Path | None = None) -> None:
         from midtrace.collector.storage.store import Store, StoreError
 
-        try:
-            self._store = Store.open(path)
+        try:  # the store prices what it holds with this table (docs/metrics.md, "Cost")
+            self._store = Store.open(path, prices=prices)
         except StoreError as e:
             raise RecordError(str(e)) from e
         self.path = path

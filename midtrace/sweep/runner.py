@@ -131,8 +131,8 @@ def build_record(called: Called, experiment: str, model: str,
         template_id=template.id, template_version=template.version, strategy=t.strategy,
         experiment_id=experiment, condition=t.condition.name, case_id=t.case.id,
         cited_ids=tuple(called.placed[i - 1].chunk.id for i in g.cited),
-        prompt_tokens=prompt_tokens(called), prompt_chars=len(called.prompt.text),
-        latency_ms=round(called.completion.latency_ms, 3),
+        prompt_tokens=prompt_tokens(called), output_tokens=called.completion.completion_tokens,
+        prompt_chars=len(called.prompt.text), latency_ms=round(called.completion.latency_ms, 3),
         chunks=chunks, placements=placements, outcome=outcome)
 
 
@@ -216,7 +216,7 @@ class Sweep:
     def _sink(self) -> Sink:
         s = self.settings
         try:
-            return OtlpSink(s.url, s.token) if s.url else StoreSink(s.db)  # type: ignore[arg-type]
+            return OtlpSink(s.url, s.token) if s.url else StoreSink(s.db, s.prices)  # type: ignore[arg-type]
         except RecordError as e:
             raise SweepError(str(e)) from e
 

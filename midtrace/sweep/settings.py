@@ -32,3 +32,4 @@ class SweepSettings:
     retry: RetryPolicy = RetryPolicy()
     temperature: float = 0.0
     max_tokens: int = 100
+    prices: Path | None = None  # the price table a --store is opened with (midtrace/prices.py)

@@ -9,7 +9,9 @@ API, or the DuckDB file), so the sweep, the gate and the Experiments page cannot
 - ``sweep_slots``: accuracy per decisive slot, single-evidence requests;
 - ``sweep_summary``: position sensitivity delta (best and worst condition), buried-evidence
   failure rate, answer consistency, constraint recall;
-- ``citation_alignment`` grouped by strategy: decisive evidence in the prompt and cited.
+- ``citation_alignment`` grouped by strategy: decisive evidence in the prompt and cited;
+- ``cost_summary`` grouped by strategy: tokens and what the calls cost, priced by the
+  database's price table (docs/metrics.md, "Cost").
 
 Bands, and so what counts as buried, follow the database's ``settings`` table. This module
 only orders the rows and prints them.
@@ -77,6 +79,36 @@ def _accuracy(row: Row) -> Rate:
     return _rate(row, "correct", "n", "accuracy", "ci_low", "ci_high")
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What one strategy's calls cost, from ``cost_summary``."""
+
+    requests: int = 0
+    priced: int = 0
+    example_priced: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    cost_per_correct: float | None = None
+
+    @classmethod
+    def of(cls, row: Row | None) -> Cost:
+        if row is None:
+            return cls()
+        return cls(requests=_count(row.get("requests")), priced=_count(row.get("priced")),
+                   example_priced=_count(row.get("example_priced")),
+                   prompt_tokens=_count(row.get("prompt_tokens")),
+                   output_tokens=_count(row.get("output_tokens")),
+                   cost_usd=_number(row.get("cost_usd")),
+                   cost_per_correct=_number(row.get("cost_per_correct")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
+                "cost_usd": self.cost_usd, "cost_per_correct": self.cost_per_correct,
+                "priced": self.priced, "requests": self.requests,
+                "example_prices": self.example_priced > 0}
+
+
 @dataclass
 class StrategySummary:
     strategy: str
@@ -92,6 +124,7 @@ class StrategySummary:
     citation_alignment: Rate
     constraint_recall: Rate
     consistency: Rate
+    cost: Cost = Cost()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +139,7 @@ class StrategySummary:
             "citation_alignment": self.citation_alignment.to_json(),
             "constraint_recall": self.constraint_recall.to_json(),
             "answer_consistency": self.consistency.to_json(),
+            "cost": self.cost.to_json(),
         }
 
 
@@ -146,7 +180,7 @@ def _of(rows: Iterable[Row], strategy: str) -> list[Row]:
 
 
 def _strategy(strategy: str, head: Row, conditions: list[Row], slots: list[Row],
-              citations: Row | None) -> StrategySummary:
+              citations: Row | None, cost: Row | None) -> StrategySummary:
     conditions = sorted(conditions, key=lambda r: _condition_order(str(r["condition"])))
     delta = _number(head.get("sensitivity_delta"))
     best, worst = head.get("best_condition"), head.get("worst_condition")
@@ -167,6 +201,7 @@ def _strategy(strategy: str, head: Row, conditions: list[Row], slots: list[Row],
                                 "constraint_recall_ci_high"),
         consistency=_rate(head, "consistent_cases", "consistency_cases", "answer_consistency",
                           "answer_consistency_ci_low", "answer_consistency_ci_high"),
+        cost=Cost.of(cost),
     )
 
 
@@ -185,14 +220,17 @@ def summarise(client: Client, experiment: str, model: str,
     conditions = rows("sweep_conditions")
     slots = rows("sweep_slots")
     citations = rows("citation_alignment", ("strategy",))
+    costs = rows("cost_summary", ("strategy",))
     out = Summary(experiment=experiment, model=model)
     for strategy in strategies:
         head = _of(heads, strategy)
         if not head:
             continue
         cited = _of(citations, strategy)
+        cost = _of(costs, strategy)
         out.strategies.append(_strategy(strategy, head[0], _of(conditions, strategy),
-                                        _of(slots, strategy), cited[0] if cited else None))
+                                        _of(slots, strategy), cited[0] if cited else None,
+                                        cost[0] if cost else None))
     return out
 
 
@@ -219,6 +257,25 @@ def _share(r: Rate) -> str:
     return "-" if r.n == 0 else f"{_pct(r.value).strip()} of {r.n}"
 
 
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def _cost(c: Cost) -> str:
+    """One line: tokens, then the cost as far as the database's price table knows it."""
+    tokens = f"{c.prompt_tokens} prompt + {c.output_tokens} answer tokens"
+    if c.priced == 0:
+        return (f"  {tokens}; cost unknown (no call reported its cost and the model is not in "
+                "the price table, or the endpoint reported no usage)")
+    line = f"  {tokens}; cost {_money(c.cost_usd)}"
+    if c.priced < c.requests:
+        line += f" for {c.priced} of {c.requests} calls"
+    line += f", {_money(c.cost_per_correct)} per correct answer"
+    if c.example_priced:
+        line += " (example prices: check them)"
+    return line
+
+
 def to_text(summary: Summary) -> str:
     """The summary as the lines ``midtrace sweep`` prints (docs/sweep.md, "The summary")."""
     lines = [f"experiment {summary.experiment} · model {summary.model} · "
@@ -241,6 +298,7 @@ def to_text(summary: Summary) -> str:
         lines.append(f"  buried-evidence failure rate {buried}")
         lines.append(f"  citation alignment {_share(s.citation_alignment)}; constraint recall "
                      f"{_share(s.constraint_recall)}; answer consistency {_share(s.consistency)}")
+        lines.append(_cost(s.cost))
     return "\n".join(lines)
 
 

@@ -33,7 +33,8 @@ FULL = RagRecord(
     model="gpt-4.1-mini", template_id="support", template_version="v2", strategy="score_order",
     experiment_id="exp-1", condition="rank_2", case_id="refund-window", confidence=0.9,
     answer_constraints=("annual plans",), cited_ids=("warranty-2",),
-    unresolved_conflicts=("30 vs 14 days",), prompt_tokens=1200, prompt_chars=4800,
+    unresolved_conflicts=("30 vs 14 days",), prompt_tokens=1200, output_tokens=85,
+    prompt_chars=4800,
     evidence_tokens=900, latency_ms=812.5, cost_usd=0.0042, verifier_result="fail",
     chunks=(
         Chunk("warranty-2", source_id="warranty.md", source_position=2, retrieval_rank=1,
@@ -72,7 +73,8 @@ def test_every_field_of_a_request_survives(collector: Proc, db_path: Path) -> No
         ["warranty-2"], ["30 vs 14 days"], 1200, 4800, 900, False, 812.5, 0.0042, "fail",
         "midtrace", None, [{"kind": "instructions", "token_start": 0, "token_end": 100},
                            {"kind": "question", "token_start": 1000, "token_end": 1080},
-                           {"kind": "format", "token_start": 1080, "token_end": 1200}])
+                           {"kind": "format", "token_start": 1080, "token_end": 1200}],
+        85)
     chunks = rows(db_path, "SELECT c.* EXCLUDE (request_id, text_hash), t.text FROM chunks c "
                            "LEFT JOIN chunk_texts t USING (text_hash) ORDER BY ordinal")
     assert chunks == [

@@ -123,6 +123,8 @@ def check_request(collector: Proc, trace_id: str, llm: FakeLLM) -> None:
     ranks = {c["chunk_id"]: c["retrieval_rank"] for c in trace["chunks"]}
     assert ranks == {cid: i for i, cid in enumerate(DOCS, start=1)}
     assert request["cited_ids"] == ["refund#2"]
+    # the stand-in reports 7 completion tokens; the instrumentation puts them on the span
+    assert request["output_tokens"] == 7
     # the system message comes first, then the documents: instructions before slot 1
     kinds = [s["kind"] for s in request["prompt_sections"]]
     assert kinds[0] == "instructions" and "question" in kinds
