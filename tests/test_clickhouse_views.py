@@ -34,11 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
 # The tables the views read, copied from DuckDB into ClickHouse; request_evidence is
 # computed from them on each engine by its own rendering of request_evidence_live.
-TABLES = ("settings", "requests", "chunks", "placements", "outcomes", "answer_sources", "spans")
+TABLES = ("settings", "prices", "requests", "chunks", "placements", "outcomes", "answer_sources",
+          "spans")
 # Views besides the metric views whose rows are compared: the per-request ones the metric
 # views are built on, the settings row and the attribute-limit warnings.
 BASE_VIEWS = ["metric_settings", "request_outcomes", "placement_positions",
-              "request_evidence_live", "request_facts", "attribute_limits"]
+              "request_evidence_live", "request_facts", "request_costs", "attribute_limits"]
 # Columns only ClickHouse's rendering has: whether the merged outcome sets its required
 # constraints (a ClickHouse array cannot be NULL).
 CLICKHOUSE_ONLY = {"request_outcomes": ["required_constraints_set"]}

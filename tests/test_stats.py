@@ -20,7 +20,7 @@ from midtrace.schemas.stats import (SIGNIFICANCE, Z95, mcnemar_test, paired_diff
 def conn() -> duckdb.DuckDBPyConnection:
     conn = duckdb.connect()
     conn.execute("CREATE TABLE settings (key VARCHAR, value DOUBLE, help VARCHAR)")
-    conn.execute(next(v for v in sqlfiles.views() if v.name == "helpers").sql)
+    conn.execute(sqlfiles.render_view(next(v for v in sqlfiles.views() if v.name == "helpers")))
     return conn
 
 

@@ -285,7 +285,7 @@ def test_rows_written_before_migration_003_are_read_and_rebuilt(tmp_path: Path) 
     (core,) = [m for m in sqlfiles.migrations() if m.version == 1]
     attrs = request_attributes(midtrace_record(7))
     with duckdb.connect(str(db)) as conn:
-        conn.execute(core.sql)
+        conn.execute(sqlfiles.render(core.path))
         conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
                      "name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
         conn.execute("INSERT INTO schema_migrations VALUES (1, 'core', now())")
