@@ -70,13 +70,15 @@ class Ranking:
     """The documents one retriever or reranker span returned, as ``(rank, document)``.
 
     ``inputs`` are the documents a reranker was given (empty for a retriever): those it
-    did not return were cut by it.
+    did not return were cut by it. ``from_tool``: documents a tool returned (its query is
+    the one the model wrote, not the user's question).
     """
 
     span: SpanRecord
     documents: tuple[tuple[int, Document], ...]
     query: str | None = None
     inputs: tuple[Document, ...] = ()
+    from_tool: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,8 +306,10 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         for cid, row in table.rows.items())
 
     rankings = sorted(obs.retrievals + obs.reranks, key=lambda r: _by_start(r.span))
-    question = (_question(obs, call, spans) or next((r.query for r in rankings if r.query), None)
-                or (call.user_text if call is not None else None))
+    question = (_question(obs, call, spans)
+                or next((r.query for r in rankings if r.query and not r.from_tool), None)
+                or (call.user_text if call is not None else None)
+                or next((r.query for r in rankings if r.query), None))
     start = min(s.start_ns for s in spans)
     record = RagRecord(
         question=question,

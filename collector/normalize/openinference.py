@@ -16,6 +16,11 @@ Read (spec: github.com/Arize-ai/openinference, spec/semantic_conventions.md):
   ``[[ ## answer ## ]]`` field when it is in that format); ``llm.model_name``,
   ``llm.token_count.prompt``, ``llm.cost.total``. An LLM span around another with the same
   prompt (LlamaIndex's predict around complete) is read once, as the inner one.
+- TOOL spans (an agent's function tools): ``output.value``, read as retrieved documents when
+  it is JSON shaped like a search's results (collector/normalize/tool_results.py), and
+  ``input.value`` as the query, when the trace has no retriever or reranker span with
+  documents. With no such tool span, the tool messages (role ``tool``) of the LLM spans'
+  ``llm.input_messages`` are read the same way.
 - Any span: ``llm.prompt_template.template|version`` and ``prompt.id`` (LangChain records
   the template on its PROMPT span), and the root chain's ``input.value`` as the question.
 
@@ -35,6 +40,7 @@ from midtrace.collector.normalize.attr_values import (
     text_length)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
+from midtrace.collector.normalize.tool_results import tool_documents
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
@@ -387,6 +393,23 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     return retrievals, reranks
 
 
+def _tool_rankings(tools: Sequence[SpanRecord], calls: Sequence[SpanRecord]) -> list[Ranking]:
+    """Documents tools returned: each TOOL span's result, in start order; with none, the
+    distinct tool messages of the LLM calls' prompts, each read where it is first seen."""
+    out = [Ranking(s, docs, _query(s.attributes), from_tool=True) for s in tools
+           if (docs := tool_documents(s.attributes.get(OUTPUT_VALUE)))]
+    if out:
+        return out
+    seen: set[str] = set()
+    for span in calls:
+        for role, text in messages(span.attributes, LLM_INPUT_MESSAGES):
+            if role == "tool" and text not in seen:
+                seen.add(text)
+                if docs := tool_documents(text):
+                    out.append(Ranking(span, docs, from_tool=True))
+    return out
+
+
 def _root_questions(spans: Sequence[tuple[SpanRecord, str]],
                     by_id: Mapping[str, SpanRecord]) -> tuple[tuple[str, str], ...]:
     """``(span id, question)`` of each root chain span with a question, by start."""
@@ -450,6 +473,9 @@ def normalize_openinference(spans: Sequence[SpanRecord],
     ordered = sorted(kinded, key=lambda sk: (sk[0].start_ns, sk[0].span_id))
     retrievals, reranks = _rankings([s for s, k in ordered if k == "RETRIEVER"],
                                     [s for s, k in ordered if k == "RERANKER"], by_id)
+    if not retrievals and not reranks:  # retrieval done by a tool (an agent's search)
+        retrievals = _tool_rankings([s for s, k in ordered if k == "TOOL"],
+                                    [s for s, k in ordered if k == "LLM"])
     if not retrievals and not reranks:
         return None
     warnings = []

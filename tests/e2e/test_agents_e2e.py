@@ -1,0 +1,143 @@
+"""An OpenAI Agents SDK app that retrieves through a function tool, traced by the stock
+OpenInference instrumentation (openinference-instrumentation-openai-agents), answered by a
+local stand-in LLM endpoint that calls the tool and then answers from its result, exported
+by the real OTLP/HTTP exporter to a real collector process (its derive workers).
+
+The stored request is the LLM call that answered; its chunks are the documents of the tool's
+JSON result, placed where they sit, JSON-escaped, in the final prompt; a chat of two turns
+whose older tool results the SDK's ToolOutputTrimmer cut to a preview has the first turn's
+documents dropped and the second's placed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+from midtrace.sample_traces import agents_rag_app
+from midtrace.sample_traces.policy_corpus import POLICIES, QUESTIONS
+from tests.e2e.test_frameworks_e2e import RATIO, stored, traced
+from tests.fake_llm import FakeLLM, joined_messages
+from tests.procs import Proc
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    fake = FakeLLM(usage_ratio=RATIO)
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def escaped(text: str) -> str:
+    """A document's text as a JSON string holds it (json.dumps' default: ASCII escapes)."""
+    return json.dumps(text)[1:-1]
+
+
+def tool_results(body: dict) -> list[list[dict[str, Any]]]:
+    """The documents of each tool message of a chat request, as the tool returned them."""
+    out = []
+    for m in body["messages"]:
+        if m["role"] == "tool":
+            try:
+                out.append(json.loads(m["content"])["results"])
+            except ValueError:  # an older turn's result, trimmed to a preview
+                out.append([])
+    return out
+
+
+def where(prompt: str, docs: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+    """``(id, start, end)`` of every whole occurrence of each document in the prompt, in
+    prompt order."""
+    out = []
+    for d in docs:
+        text = escaped(d["text"])
+        at = prompt.find(text)
+        while at >= 0:
+            out.append((d["id"], at, at + len(text)))
+            at = prompt.find(text, at + len(text))
+    return sorted(set(out), key=lambda o: o[1])
+
+
+def check_placements(trace: dict[str, Any], expected: list[tuple[str, int, int]]) -> None:
+    placements = sorted(trace["placements"], key=lambda p: p["prompt_index"])
+    assert [(p["chunk_id"], p["char_start"], p["char_end"]) for p in placements] == expected
+    assert [p["slot"] for p in placements] == list(range(1, len(expected) + 1))
+
+
+# Quotes, a line break and accented letters: the tool's JSON escapes them (\", \n, \u00e9)
+POLICIES_WITH_ESCAPES = tuple(
+    (pid, source, text.replace("original packaging", "\"original packaging\"")
+     .replace("Customers may", "Customers (in the EU, Norway and Réunion)\nmay"))
+    for pid, source, text in POLICIES)
+
+
+@pytest.mark.parametrize("policies", [POLICIES, POLICIES_WITH_ESCAPES],
+                         ids=["plain", "escaped"])
+def test_an_agent_whose_search_tool_returns_json_documents(
+        collector: Proc, llm: FakeLLM, policies: tuple[tuple[str, str, str], ...]) -> None:
+    question = QUESTIONS[0].text
+    agent = agents_rag_app.build_agent(llm.url, policies)
+    answers: list[str] = []
+    trace_id = traced(collector, OpenAIAgentsInstrumentor(),
+                      lambda: answers.append(agents_rag_app.ask(agent, question)))
+    first, last = llm.bodies  # the tool call, then the answer from the tool's result
+    prompt = joined_messages(last)
+    (results,) = tool_results(last)
+    assert [d["id"] for d in results] == [d["id"] for d in agents_rag_app.search(question, policies)]
+    if policies is POLICIES_WITH_ESCAPES:  # the documents sit in the prompt escaped only
+        assert all(d["text"] not in prompt for d in results if "\n" in d["text"])
+    trace = stored(collector, trace_id)
+    request = trace["request"]
+    assert (request["convention"], request["model"], request["service"]) == (
+        "openinference", agents_rag_app.MODEL, "policy-bot")
+    assert request["question"] == question and request["answer"] == answers[0]
+    assert request["prompt_chars"] == len(prompt)
+    assert request["prompt_tokens"] == int(len(prompt) * RATIO)  # the answering call's usage
+    assert request["warnings"] in (None, [])
+    expected = where(prompt, results)
+    assert [cid for cid, _, _ in expected] == [d["id"] for d in results]
+    check_placements(trace, expected)
+    chunks = {c["chunk_id"]: c for c in trace["chunks"]}
+    assert {cid: (c["retrieval_rank"], c["retrieval_score"], c["source_id"], c["stage"])
+            for cid, c in chunks.items()} == {
+        d["id"]: (rank, d["score"], d["source"], "in_prompt")
+        for rank, d in enumerate(results, start=1)}
+    # the stand-in cites by id: "14 days [returns]"
+    assert request["cited_ids"] == ["returns"] and "[returns]" in answers[0]
+    assert len(first["messages"]) == 2  # the first call saw no document: not the request
+
+
+def test_a_two_turn_chat_with_older_tool_results_trimmed(collector: Proc, llm: FakeLLM) -> None:
+    questions = [QUESTIONS[0].text, QUESTIONS[2].text]
+    agent = agents_rag_app.build_agent(llm.url)
+    answers: list[str] = []
+    trace_id = traced(collector, OpenAIAgentsInstrumentor(),
+                      lambda: answers.extend(agents_rag_app.chat(agent, questions)))
+    assert len(llm.bodies) == 4  # per turn: the tool call, then the answer
+    last = llm.bodies[-1]
+    prompt = joined_messages(last)
+    earlier, latest = tool_results(last)
+    assert earlier == []  # the first turn's result is only a preview now
+    first_turn = agents_rag_app.search(questions[0])
+    assert all(escaped(d["text"]) not in prompt for d in first_turn
+               if d["id"] not in {e["id"] for e in latest})
+    trace = stored(collector, trace_id)
+    request = trace["request"]
+    assert request["question"] == questions[1] and request["answer"] == answers[1]
+    assert request["prompt_chars"] == len(prompt)
+    check_placements(trace, where(prompt, latest))
+    stages = {c["chunk_id"]: c["stage"] for c in trace["chunks"]}
+    assert stages == {**{d["id"]: "dropped" for d in first_turn},
+                      **{d["id"]: "in_prompt" for d in latest}}
+    assert "dropped" in stages.values()
+    cited = [d["id"] for d in latest if f"[{d['id']}]" in answers[1]]
+    assert cited and request["cited_ids"] == sorted(
+        cited, key=lambda cid: answers[1].index(f"[{cid}]"))
+    # two tool calls are two retrievals: each chunk keeps the first one's rank
+    assert any("retriever spans" in w for w in request["warnings"])
