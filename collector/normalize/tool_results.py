@@ -8,8 +8,8 @@ A result is read as retrieved documents when it is JSON (docs/zero-code.md, "Too
 - a list of strings (each one a document's text);
 - a list of objects with the text under one of ``TEXT_KEYS`` (or under a nested
   ``document`` or ``node`` object), an optional id (``ID_KEYS``), score (``SCORE_KEYS``) and
-  source (the metadata keys every document's source is read from, at the top or under
-  ``metadata``);
+  source (the keys every document's source is read from, ``SOURCE_KEYS`` in
+  attr_values.py, at the top, under ``metadata`` or in the nested object);
 - either of those under a key of ``LIST_KEYS`` (``{"results": [...]}``), looked for up to
   three levels deep; a list of such lists (one per query) is read as one list.
 
@@ -28,7 +28,7 @@ from midtrace.collector.normalize.inferred import Document
 
 TEXT_KEYS: tuple[str, ...] = (
     "text", "content", "page_content", "chunk", "passage", "snippet", "body")
-ID_KEYS: tuple[str, ...] = ("id", "chunk_id", "doc_id", "document_id")
+ID_KEYS: tuple[str, ...] = ("id", "chunk_id")  # doc_id, document_id: the source (SOURCE_KEYS)
 SCORE_KEYS: tuple[str, ...] = ("score", "relevance_score", "similarity")
 LIST_KEYS: tuple[str, ...] = (
     "results", "documents", "docs", "chunks", "passages", "hits", "matches", "items", "data",
@@ -84,10 +84,9 @@ def _listed(value: Any, depth: int = _DEPTH) -> list[Any] | None:
 
 def tool_documents(result: Any) -> tuple[tuple[int, Document], ...]:
     """``(rank, document)`` for each document in a tool's result (a JSON string, or the
-    value parsed), rank 1-based in the result's order; empty when it holds none."""
+    value parsed), rank its 1-based place in the result; empty when it holds none."""
     listed = _listed(json_value(result) if isinstance(result, str) else result)
     if not listed:
         return ()
-    docs = [_document(item) for item in listed]
-    return tuple((rank, d) for rank, d in enumerate((d for d in docs if d is not None),
-                                                     start=1))
+    docs = ((rank, _document(item)) for rank, item in enumerate(listed, start=1))
+    return tuple((rank, d) for rank, d in docs if d is not None)
