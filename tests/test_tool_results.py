@@ -75,3 +75,15 @@ def test_documents_are_found_escaped_in_the_tool_message(ensure_ascii: bool) -> 
     assert [f.doc for f in found] == [0, 1]
     for f, text in zip(found, texts):  # each placement covers the text as the prompt holds it
         assert prompt[f.start:f.end] == json.dumps(text, ensure_ascii=ensure_ascii)[1:-1]
+
+
+def test_a_document_whose_long_opening_is_unescaped_is_found_whole() -> None:
+    # more than 64 characters before the first escape: that prefix is in the prompt as is,
+    # but the whole document is there escaped, and that is where it is placed
+    text = ("Customers in the EU, Norway and Réunion may return unused items within 14 days"
+            "\nof delivery, in their \"original packaging\".")
+    result = json.dumps([{"text": text}], ensure_ascii=False)
+    prompt = "Where can I return items?\n\n" + result
+    (found,) = locate(prompt, [text])
+    assert not found.truncated
+    assert prompt[found.start:found.end] == json.dumps(text, ensure_ascii=False)[1:-1]

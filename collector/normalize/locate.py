@@ -16,10 +16,10 @@ by searching for its text in the prompt:
   there, and a document sharing a long prefix with another is not mistaken for it;
 - when a document is not found and either text is not in Unicode NFC form, both are
   compared NFC-normalised;
-- a document still not found is looked for as it reads inside a JSON string (a tool
+- a document still not found whole is looked for as it reads inside a JSON string (a tool
   result, a prompt sent as JSON: ``\n``, ``\"``, ``\uXXXX``, and escaped twice for JSON in
   JSON) and with its HTML tags stripped (``edited_forms``); the placement covers the text as
-  the prompt holds it.
+  the prompt holds it, and a whole match in another form wins over a prefix found as is.
 
 The prompt is folded once per call. With few documents each is then searched for with
 ``str.find``; with many, the folded prompt is cut into pieces of 32 characters once and each
@@ -457,8 +457,10 @@ def locate(prompt: str, texts: Sequence[str | None],
         accepted = _accept(_candidates(_search(folded.text, nfc_needles, min_prefix),
                                        nfc_needles, min_prefix))
 
-    missing = set(range(len(needles))) - {g for g, _, _, _ in accepted}
-    if missing:  # documents the prompt holds in another form: JSON-escaped, tags stripped
+    # documents the prompt holds in another form (JSON-escaped, tags stripped); one found
+    # only cut short may be whole in another form (a prefix before its first escape)
+    missing = set(range(len(needles))) - {g for g, _, _, t in accepted if not t}
+    if missing:
         extra: list[_Candidate] = [(t, -(e - b), g, b) for g, b, e, t in accepted]
         has_escapes = "\\" in prompt
         for g in sorted(missing):
