@@ -6,7 +6,9 @@ by the real OTLP/HTTP exporter to a real collector process (its derive workers).
 The stored request is the LLM call that answered; its chunks are the documents of the tool's
 JSON result, placed where they sit, JSON-escaped, in the final prompt; a chat of two turns
 whose older tool results the SDK's ToolOutputTrimmer cut to a preview has the first turn's
-documents dropped and the second's placed.
+documents dropped and the second's placed. A tool-calling loop written by hand on the openai
+client, traced by openinference-instrumentation-openai, has no tool span: the documents are
+read from the tool message of the call that answered.
 """
 
 from __future__ import annotations
@@ -16,13 +18,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from openai import OpenAI
+from openinference.instrumentation.openai import OpenAIInstrumentor
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from midtrace.sample_traces import agents_rag_app
 from midtrace.sample_traces.policy_corpus import POLICIES, QUESTIONS
 from tests.e2e.test_frameworks_e2e import RATIO, stored, traced
 from tests.fake_llm import FakeLLM, joined_messages
 from tests.procs import Proc
+from tests.zero_code import provider_with
 
 
 @pytest.fixture
@@ -34,9 +42,9 @@ def llm() -> Iterator[FakeLLM]:
         fake.close()
 
 
-def escaped(text: str) -> str:
+def escaped(text: str, ensure_ascii: bool = True) -> str:
     """A document's text as a JSON string holds it (json.dumps' default: ASCII escapes)."""
-    return json.dumps(text)[1:-1]
+    return json.dumps(text, ensure_ascii=ensure_ascii)[1:-1]
 
 
 def tool_results(body: dict) -> list[list[dict[str, Any]]]:
@@ -51,12 +59,13 @@ def tool_results(body: dict) -> list[list[dict[str, Any]]]:
     return out
 
 
-def where(prompt: str, docs: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+def where(prompt: str, docs: list[dict[str, Any]],
+          ensure_ascii: bool = True) -> list[tuple[str, int, int]]:
     """``(id, start, end)`` of every whole occurrence of each document in the prompt, in
     prompt order."""
     out = []
     for d in docs:
-        text = escaped(d["text"])
+        text = escaped(d["text"], ensure_ascii)
         at = prompt.find(text)
         while at >= 0:
             out.append((d["id"], at, at + len(text)))
@@ -141,3 +150,65 @@ def test_a_two_turn_chat_with_older_tool_results_trimmed(collector: Proc, llm: F
         cited, key=lambda cid: answers[1].index(f"[{cid}]"))
     # two tool calls are two retrievals: each chunk keeps the first one's rank
     assert any("retriever spans" in w for w in request["warnings"])
+
+
+def tool_loop(llm_url: str, question: str) -> str:
+    """A tool-calling loop written by hand on the openai client: the model calls the search
+    tool until it answers."""
+    client = OpenAI(base_url=llm_url, api_key="sample-key", max_retries=0)
+    tools = [{"type": "function", "function": {
+        "name": agents_rag_app.TOOL, "description": "Search the store's policy documents.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                       "required": ["query"]}}}]
+    messages: list[Any] = [{"role": "system", "content": agents_rag_app.INSTRUCTIONS},
+                           {"role": "user", "content": question}]
+    while True:
+        reply = client.chat.completions.create(model=agents_rag_app.MODEL, messages=messages,
+                                               tools=tools)  # type: ignore[arg-type]
+        message = reply.choices[0].message
+        if not message.tool_calls:
+            return str(message.content)
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            query = json.loads(call.function.arguments)["query"]  # type: ignore[union-attr]
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(
+                {"results": agents_rag_app.search(query, POLICIES_WITH_ESCAPES)},
+                ensure_ascii=False)})
+
+
+def test_a_hand_written_tool_loop_on_the_openai_client(collector: Proc, llm: FakeLLM) -> None:
+    # openinference-instrumentation-openai traces the LLM calls only: the documents are read
+    # from the tool message of the call that answered. The app's own request span (a web
+    # framework's, say) makes the calls one trace.
+    question = QUESTIONS[1].text
+    seen = InMemorySpanExporter()
+    provider = provider_with(OTLPSpanExporter(endpoint=collector.url + "/v1/traces",
+                                              timeout=10), service="policy-bot")
+    provider.add_span_processor(SimpleSpanProcessor(seen))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with provider.get_tracer("policy-bot").start_as_current_span("POST /ask"):
+            answer = tool_loop(llm.url, question)
+    finally:
+        instrumentor.uninstrument()
+    provider.shutdown()
+    (trace_id,) = {format(s.context.trace_id, "032x") for s in seen.get_finished_spans()}
+    assert {s.attributes.get("openinference.span.kind") for s in seen.get_finished_spans()} == {
+        None, "LLM"}  # no TOOL span
+    last = llm.bodies[-1]
+    prompt = joined_messages(last)
+    (results,) = tool_results(last)
+    trace = stored(collector, trace_id)
+    request = trace["request"]
+    assert request["question"] == question and request["answer"] == answer
+    assert request["prompt_chars"] == len(prompt) and request["warnings"] in (None, [])
+    # ensure_ascii=False: accents as they are, quotes and line breaks escaped
+    expected = where(prompt, results, ensure_ascii=False)
+    assert [cid for cid, _, _ in expected] == [d["id"] for d in results]
+    check_placements(trace, expected)
+    assert {c["chunk_id"]: (c["retrieval_rank"], c["retrieval_score"], c["stage"])
+            for c in trace["chunks"]} == {
+        d["id"]: (rank, d["score"], "in_prompt") for rank, d in enumerate(results, start=1)}
+    cited = [d["id"] for d in results if f"[{d['id']}]" in answer]
+    assert cited and request["cited_ids"] == cited
