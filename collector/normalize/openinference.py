@@ -480,7 +480,9 @@ def normalize_openinference(spans: Sequence[SpanRecord],
         return None
     warnings = []
     if len(retrievals) > 1:
-        warnings.append(f"{len(retrievals)} retriever spans; each chunk's retrieval rank is "
+        what = ("tool results with documents" if retrievals[0].from_tool
+                else "retriever spans")
+        warnings.append(f"{len(retrievals)} {what}; each chunk's retrieval rank is "
                         "from the first retriever that returned it")
     template_id, template_version = _template(spans)
     calls = [llm_call(s) for s, k in ordered if k == "LLM"]
