@@ -120,6 +120,10 @@ def test_an_agent_whose_search_tool_returns_json_documents(
     # the stand-in cites by id: "14 days [returns]"
     assert request["cited_ids"] == ["returns"] and "[returns]" in answers[0]
     assert len(first["messages"]) == 2  # the first call saw no document: not the request
+    # the question is the user's message, not its copy in the tool call and result after it
+    assert prompt.count(question) > 1
+    (asked,) = [s for s in request["prompt_sections"] if s["kind"] == "question"]
+    assert asked["token_end"] <= min(p["token_start"] for p in trace["placements"])
 
 
 def test_a_two_turn_chat_with_older_tool_results_trimmed(collector: Proc, llm: FakeLLM) -> None:
