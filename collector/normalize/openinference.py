@@ -463,8 +463,9 @@ def normalize_openinference(spans: Sequence[SpanRecord],
                             pattern: re.Pattern[str] | None = None) -> RagRequest | None:
     """The RAG request an OpenInference-instrumented trace describes, or None.
 
-    None when no span of the trace is an OpenInference retriever or reranker with
-    documents. Pure: the same spans in any order give the same request.
+    A trace with no retriever, reranker or tool span with documents but an LLM span is an
+    ``llm_only`` request; None when it has neither. Pure: the same spans in any order give
+    the same request.
     """
     kinded = [(s, k) for s in spans if (k := span_kind(s)) is not None]
     if not kinded:
@@ -476,7 +477,8 @@ def normalize_openinference(spans: Sequence[SpanRecord],
     if not retrievals and not reranks:  # retrieval done by a tool (an agent's search)
         retrievals = _tool_rankings([s for s, k in ordered if k == "TOOL"],
                                     [s for s, k in ordered if k == "LLM"])
-    if not retrievals and not reranks:
+    calls = [llm_call(s) for s, k in ordered if k == "LLM"]
+    if not retrievals and not reranks and not calls:
         return None
     warnings = []
     if len(retrievals) > 1:
@@ -485,7 +487,6 @@ def normalize_openinference(spans: Sequence[SpanRecord],
         warnings.append(f"{len(retrievals)} {what}; each chunk's retrieval rank is "
                         "from the first retriever that returned it")
     template_id, template_version = _template(spans)
-    calls = [llm_call(s) for s, k in ordered if k == "LLM"]
     observation_calls = tuple(c for c in calls if c.span.span_id not in _wrappers(calls, by_id))
     observation = Observation(
         convention="openinference",

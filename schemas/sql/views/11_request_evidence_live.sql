@@ -175,6 +175,7 @@ SELECT
     r.request_id,
     r.trace_id,
     r.time,
+    coalesce(r.kind, 'rag') AS kind,
     CAST(date_trunc('week', timezone('UTC', r.time)) AS DATE) AS week,
     r.service,
     r.model,
