@@ -360,3 +360,26 @@ def test_inspector_shows_the_chunk_the_answer_follows_marked_as_text(
         {"slot": 1, "chunk_id": "faq-returns#1", "matched": '"30 days"', "kinds": "number"}]
     assert any("slot 1 · faq-returns#1 · conflicting · not decisive" == t.value for t in at.text)
     assert not any("<script" in m.value for m in at.markdown)
+
+
+def test_inspector_lists_and_opens_requests_that_are_not_rag(env: Any, tmp_path: Path) -> None:
+    from midtrace.collector.storage.store import WriteJob
+    from tests.test_request_kinds import CHAT, SEARCH, TRACES
+
+    db = tmp_path / "kinds.duckdb"
+    store = Store.open(db)
+    try:
+        store.write([WriteJob(spans=[s for trace in TRACES.values() for s in trace])])
+    finally:
+        store.close()
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("inspector")
+    assert not at.exception
+    assert any("1 are retrieval only and 1 LLM only" in c.value for c in at.caption), [
+        c.value for c in at.caption]
+    (listed,) = at.dataframe
+    assert sorted(listed.value["kind"]) == ["llm_only", "rag", "retrieval_only"]
+    for trace_id, says in ((CHAT, "LLM only"), (SEARCH, "Retrieval only")):
+        at.text_input(key="trace_id").input(trace_id).run()
+        assert not at.exception
+        assert any(i.value.startswith(says) for i in at.info), [i.value for i in at.info]

@@ -110,7 +110,7 @@ if not TRACE_ID.match(trace_id):
 trace = ui.query(data.trace, trace_id)
 if trace is None:
     st.warning("No request with that trace id in this database (it may not have arrived yet, or "
-               "its trace had no answering LLM span).")
+               "its trace had neither retrieval nor an LLM call).")
     st.stop()
 
 request = trace.get("request") or {}
