@@ -248,8 +248,9 @@ def test_retrieval_only_and_llm_only_traces_stay_what_they_are(
         overview = client.view("overview")
     finally:
         client.close()
-    assert sorted(zip(listed["trace_id"], listed["kind"], listed["taxonomy_class"])) == sorted(
-        [(search_trace, "retrieval_only", None), (chat_trace, "llm_only", None)])
+    assert sorted(zip(listed["trace_id"], listed["kind"],
+                      listed["taxonomy_class"].isna())) == sorted(
+        [(search_trace, "retrieval_only", True), (chat_trace, "llm_only", True)])
     assert overview.empty or not overview["requests"].fillna(0).any()  # no RAG request
     collector.stop()
     with duckdb.connect(str(db_path), read_only=True) as conn:
