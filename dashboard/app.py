@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from midtrace.dashboard import data, filters, ui
+from midtrace.dashboard import case_set, data, filters, ui
 
 st.set_page_config(page_title="midtrace", page_icon="◧", layout="wide",
                    initial_sidebar_state="expanded")
@@ -43,6 +43,7 @@ if not authed:
 
 with st.sidebar:
     st.text(f"Source: {data.describe_source()}")
+case_set.sidebar()
 
 facets = ui.query(data.facets)
 if filters.data_range(facets) is None:

@@ -134,6 +134,14 @@ def trace(trace_id: str) -> dict[str, Any] | None:
     return _trace(_src(), trace_id)
 
 
+def trace_ids(params: Params, search: str | None, taxonomy_class: str | None,
+              limit: int) -> list[str]:
+    """The trace ids of the requests under the filters, newest first, at most ``limit``."""
+    from midtrace.sweep.from_traces import trace_ids as matching
+
+    return matching(client(), filters(params), taxonomy_class, search, limit)
+
+
 @st.cache_data(show_spinner=QUERYING, show_time=True, max_entries=16)
 def _facets(src: Source) -> dict[str, Any]:
     result: dict[str, Any] = client().facets()

@@ -18,7 +18,7 @@ DropReason = Literal["budget", "dedupe", "filter", "diversity"]
 Label = Literal[
     "direct_answer", "exception_constraint", "supporting_background", "conflicting", "irrelevant"
 ]
-Convention = Literal["midtrace", "openinference", "genai"]
+Convention = Literal["midtrace", "openinference", "genai", "vercel_ai"]
 # What a trace is (docs/metrics.md, "Request kinds"): an answered RAG request, retrieval with
 # no LLM call to answer from it, or an LLM call with no retrieval. Only `rag` requests count
 # in the metrics.

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -27,6 +28,18 @@ class Proc:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def trace(self, trace_id: str) -> dict[str, Any]:
+        """The query API's reading of one trace, once everything acknowledged is derived."""
+        from midtrace.client import open_client
+
+        client = open_client(url=self.url, fresh=True)
+        try:
+            trace = client.trace(trace_id)
+        finally:
+            client.close()
+        assert trace is not None, f"no request for trace {trace_id}"
+        return trace
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         if self.process.poll() is None:

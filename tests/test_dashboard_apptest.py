@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from midtrace.collector.storage.store import Store
 from midtrace import supervise as launch
-from midtrace.client import open_client
+from midtrace.client import Filters, open_client
 from midtrace.schemas.stats import paired_difference
 from tests.dashboard_data import Fixture, send_all
 from tests.procs import start_collector
@@ -147,7 +147,8 @@ def test_inspector_in_file_mode_is_read_only_and_says_so(
     placed = next(d.value for d in at.dataframe if "tokens" in d.value)  # "In the prompt"
     assert list(placed["chunk_id"]) == ["faq-returns#1", "xss-chunk", "policy-2026#3", "md-chunk",
                                         "policy-2026#4"]
-    assert not at.get("form")
+    # no grading or replay form; a case is made in the tab, with nothing written
+    assert [f.proto.form.form_id for f in at.get("form")] == ["case_form"]
     # untrusted text goes to code blocks (plain text), never to Markdown
     assert all("onerror" not in m.value for m in at.markdown)
 
@@ -360,6 +361,62 @@ def test_inspector_shows_the_chunk_the_answer_follows_marked_as_text(
         {"slot": 1, "chunk_id": "faq-returns#1", "matched": '"30 days"', "kinds": "number"}]
     assert any("slot 1 · faq-returns#1 · conflicting · not decisive" == t.value for t in at.text)
     assert not any("<script" in m.value for m in at.markdown)
+
+
+def test_the_inspector_adds_an_incident_to_the_case_set(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    from midtrace.sweep.cases import case_from_json
+
+    db, fx = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("inspector")
+    at.text_input(key="trace_id").input(fx.incident).run()
+    at.button(key="FormSubmitter:case_form-Add to case set").click().run()
+    assert not at.exception
+    assert "give the accepted answers" in " ".join(t.value for t in at.text)
+    assert not at.session_state["_case_set"]
+    at.text_area(key="case_answers").input("14 days\n\nfourteen days")  # sent with the submit
+    at.button(key="FormSubmitter:case_form-Add to case set").click().run()
+    assert not at.exception
+    held = at.session_state["_case_set"]
+    assert list(held) == [fx.incident]
+    case = case_from_json(held[fx.incident])  # what `midtrace sweep --cases` reads
+    assert case.answers == ("14 days", "fourteen days")
+    assert [c.id for c in case.decisive] == ["policy-2026#3"]
+    # every other retrieved chunk is a distractor, the one dropped for budget too
+    assert sorted(c.id for c in case.distractors) == sorted(
+        ["faq-returns#1", "xss-chunk", "md-chunk", "policy-2026#4", "blog-old#2"])
+    assert any(t.value == "Case set: 1 case" for t in at.sidebar.text)
+
+
+def test_failures_exports_a_class_as_cases_with_a_references_file(
+        env: Any, fixture_db: tuple[Path, Fixture]) -> None:
+    db, _ = fixture_db
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("failures")  # the buried class is the default
+    assert not at.exception
+    client = open_client(db=db)
+    try:  # the requests the page lists: the filters it applied
+        buried, total = client.requests_page(Filters.from_params(dict(at.session_state["_params"])),
+                                             taxonomy_class="buried", limit=500)
+    finally:
+        client.close()
+    questions = sorted(set(buried["question"]))
+    assert total >= 2 and len(questions) >= 2, questions
+    # one question left out: its requests are skipped, with the reason
+    refs = "".join(json.dumps({"question": q, "answers": ["14 days"]}) + "\n"
+                   for q in questions[1:])
+    at.file_uploader(key="cases_references").set_value(
+        ("refs.jsonl", refs.encode(), "application/jsonl")).run()
+    at.button(key="cases_make").click().run()
+    assert not at.exception
+    held = at.session_state["_case_set"]
+    expected = set(buried[buried["question"] != questions[0]]["trace_id"])
+    assert set(held) == expected
+    assert all(c["metadata"]["taxonomy_class"] == "buried" for c in held.values())
+    skipped = sum(buried["question"] == questions[0])
+    shown = " ".join(t.value for t in at.text)
+    assert f"skipped {skipped}: no accepted answer: no line of the references file" in shown
 
 
 def test_inspector_lists_and_opens_requests_that_are_not_rag(env: Any, tmp_path: Path) -> None:

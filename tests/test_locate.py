@@ -414,7 +414,7 @@ def test_the_index_finds_what_one_search_per_document_finds(
 
 # --- documents edited on their way into the prompt ---------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _DOC_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=20,
@@ -424,6 +424,8 @@ _DOC_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), mi
 @settings(max_examples=150, deadline=None)
 @given(docs=st.lists(_DOC_TEXT, min_size=1, max_size=4, unique_by=fold_text),
        ascii_only=st.booleans(), twice=st.booleans())
+# a control character JSON escapes (and that folds to a space) ended the plain match early
+@example(docs=["0" * 64 + "\x1f0"], ascii_only=False, twice=False)
 def test_documents_inside_a_json_tool_result_are_found_where_the_prompt_holds_them(
         docs: list[str], ascii_only: bool, twice: bool) -> None:
     """A tool returns its documents as JSON (an array of objects with a text field); the
@@ -460,3 +462,14 @@ def test_a_stripped_form_too_short_to_tell_apart_is_not_looked_for() -> None:
     doc = "if a < b and c > d then e"  # no tags, but "< b and c >" reads as one
     assert locate("Context: a d.\nQuestion: which is larger?", [doc]) == []
     assert edited_forms(doc)[-1] == "if a   d then e"
+
+
+def test_an_instruction_example_labels_no_document_of_a_later_message() -> None:
+    # a system message's "cite like [2]", then a tool result listing documents as JSON
+    system = "Answer from the search results and cite one by its place, like [2]."
+    tool = '[{"id":"a","content":"Refunds take 5 days."},{"id":"b","content":"Returns: 14 days."}]'
+    prompt = system + "\n\n" + tool
+    placed = [(prompt.index(t), prompt.index(t) + len(t))
+              for t in ("Refunds take 5 days.", "Returns: 14 days.")]
+    assert prompt_labels(prompt, placed, PATTERN) == ["2", None]
+    assert prompt_labels(prompt, placed, PATTERN, [0, len(system) + 2]) == [None, None]

@@ -33,7 +33,8 @@ def test_cancelled_callers_are_committed_and_the_writer_goes_on(tmp_path: Path) 
     cancelled = sum(f.cancel() for f in futures)
     assert cancelled > 0, "every job was committed before its cancel: the test proves nothing"
     later = writer.submit(jobs(1, "later")[0])
-    assert later.result(30).requests == 1
+    # the stats of the commit it went in, which may hold the cancelled jobs too
+    assert later.result(30).requests >= 1
     assert writer.alive
     writer.close()
     assert rows(db, "SELECT count(*) FROM requests") == [(21,)]

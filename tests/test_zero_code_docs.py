@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from midtrace.collector.normalize import genai, openinference, tool_results
+from midtrace.collector.normalize import genai, openinference, tool_results, vercel_ai
 from midtrace.collector.normalize.attr_values import SOURCE_KEYS
 from midtrace.collector.normalize.locate import CITATION_PATTERN_ENV, DEFAULT_CITATION_PATTERN, MIN_PREFIX_CHARS
 
@@ -14,6 +14,8 @@ DOC = (Path(__file__).parent.parent / "docs" / "zero-code.md").read_text()
 
 
 @pytest.mark.parametrize("name", openinference.ATTRIBUTES_READ + genai.ATTRIBUTES_READ
+                         + vercel_ai.ATTRIBUTES_READ + tuple(sorted(vercel_ai.LLM_OPERATIONS))
+                         + vercel_ai.DOCUMENT_TEXT_FIELDS + vercel_ai.DOCUMENT_LIST_FIELDS
                          + SOURCE_KEYS)
 def test_every_attribute_read_is_documented(name: str) -> None:
     assert f"`{name}`" in DOC

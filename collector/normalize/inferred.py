@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from midtrace.collector.normalize.attr_values import readable, text_length
-from midtrace.collector.normalize.sections import prompt_sections
+from midtrace.collector.normalize.sections import message_spans, prompt_sections
 from midtrace.collector.normalize.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
 from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.decode import estimate_tokens
@@ -190,7 +190,10 @@ def _answering(obs: Observation, table: _ChunkTable
                 return call, found, []
     rankings = obs.retrievals + obs.reranks
     first_done = min(r.span.end_ns for r in rankings) if rankings else 0
-    after = [c for c in calls if c.span.start_ns >= first_done]
+    # a call that ends after the first retrieval did; not one that starts after it: the
+    # OpenTelemetry JS SDK records span starts to the millisecond, ends finer, so the model
+    # call right after a retrieval may "start" before that retrieval ended
+    after = [c for c in calls if c.span.end_ns > first_done]
     if not after:
         return None, [], []
     call = after[0]
@@ -220,10 +223,12 @@ def _stage(cid: str, row: dict[str, Any], placed: set[str], prompt_known: bool,
 
 
 def _citations(answer: str, prompt: str | None, placements: Sequence[Placement],
-               rows: dict[str, dict[str, Any]], pattern: re.Pattern[str]
+               rows: dict[str, dict[str, Any]], pattern: re.Pattern[str],
+               messages: Sequence[tuple[str | None, int]] = ()
                ) -> tuple[tuple[str, ...] | None, list[str]]:
     spans = [(p.char_start or 0, p.char_end or 0) for p in placements]
-    labels = prompt_labels(prompt, spans, pattern) if prompt else [None] * len(spans)
+    starts = [start for _, start, _ in message_spans(messages)]
+    labels = prompt_labels(prompt, spans, pattern, starts) if prompt else [None] * len(spans)
     aliases: dict[str, list[str]] = {}
     for cid, row in rows.items():
         for name in (cid, row.get("source_id")):
@@ -300,7 +305,7 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
     readable_answer = readable(answer)
     if readable_answer:
         cited_ids, cite_warnings = _citations(readable_answer, searched, placements, table.rows,
-                                              pattern)
+                                              pattern, call.messages if call is not None else ())
         warnings += cite_warnings
     chunks = tuple(
         Chunk(**{**row, "stage": _stage(cid, row, placed, bool(searched), table.cut),

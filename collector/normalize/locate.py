@@ -457,9 +457,11 @@ def locate(prompt: str, texts: Sequence[str | None],
         accepted = _accept(_candidates(_search(folded.text, nfc_needles, min_prefix),
                                        nfc_needles, min_prefix))
 
-    # documents the prompt holds in another form (JSON-escaped, tags stripped); one found
-    # only cut short may be whole in another form (a prefix before its first escape)
-    missing = set(range(len(needles))) - {g for g, _, _, t in accepted if not t}
+    # Documents the prompt holds in another form (JSON-escaped, tags stripped): those not
+    # found, and those found only cut short, whose whole may be there escaped (a character
+    # JSON escapes, or that folds to a space, ends the plain match early).
+    whole = {g for g, _, _, t in accepted if not t}
+    missing = set(range(len(needles))) - whole
     if missing:
         extra: list[_Candidate] = [(t, -(e - b), g, b) for g, b, e, t in accepted]
         has_escapes = "\\" in prompt
@@ -543,18 +545,23 @@ def citation_keys(text: str, pattern: re.Pattern[str]) -> list[str]:
 
 
 def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
-                  pattern: re.Pattern[str]) -> list[str | None]:
+                  pattern: re.Pattern[str],
+                  message_starts: Sequence[int] = ()) -> list[str | None]:
     """The label the prompt gives each placed span: the marker just before it.
 
     Spans are ``(start, end)`` in prompt order. The label is looked for between the end of
-    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back). The
-    last marker there wins, except that a numeric marker on the same line before it wins
-    over a non-numeric one (``Document [3] (Title: Q3 [draft])`` is labelled 3).
+    the previous span and the start of this one (at most ``LABEL_WINDOW_CHARS`` back), and
+    not before the start of the message the span is in, when ``message_starts`` (the
+    prompt's message offsets, ascending) are known: an instruction's example (``cite like
+    [2]``) labels no document of a later message (a tool result). The last marker there
+    wins, except that a numeric marker on the same line before it wins over a non-numeric
+    one (``Document [3] (Title: Q3 [draft])`` is labelled 3).
     """
     labels: list[str | None] = []
     prev_end = 0
     for start, end in spans:
-        window = prompt[max(prev_end, start - LABEL_WINDOW_CHARS):start]
+        floor = max((m for m in message_starts if m <= start), default=0)
+        window = prompt[max(prev_end, start - LABEL_WINDOW_CHARS, floor):start]
         markers = _markers(window, pattern)
         label = None
         if markers:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from midtrace.collector.normalize.genai import normalize_genai
 from midtrace.collector.normalize.merge_explicit import merge_explicit
 from midtrace.collector.normalize.openinference import normalize_openinference
+from midtrace.collector.normalize.vercel_ai import normalize_vercel_ai
 from midtrace.schemas.decode import decode_trace
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
@@ -22,8 +23,11 @@ from midtrace.schemas.span import SpanRecord
 log = logging.getLogger(__name__)
 
 Normalizer = Callable[[Sequence[SpanRecord]], RagRequest | None]
-# Tried in order; the first that finds a request in the trace wins.
-INFERRING: tuple[Normalizer, ...] = (normalize_openinference, normalize_genai)
+# Tried in order; the first that finds a request in the trace wins. The Vercel AI SDK comes
+# first: its traces may carry the app's own GenAI or OpenInference retrieval span, which the
+# others would read as a retrieval with no LLM call.
+INFERRING: tuple[Normalizer, ...] = (normalize_vercel_ai, normalize_openinference,
+                                     normalize_genai)
 
 
 def _inferred(spans: Sequence[SpanRecord]) -> RagRequest | None:

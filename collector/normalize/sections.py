@@ -30,17 +30,24 @@ USER_ROLES = frozenset({"user", "human"})
 Span = tuple[str, int, int]
 
 
+def message_spans(messages: Sequence[tuple[str | None, int]]
+                  ) -> list[tuple[str | None, int, int]]:
+    """``(role, start, end)`` of each message in the joined prompt, the role lower-cased."""
+    spans: list[tuple[str | None, int, int]] = []
+    pos = 0
+    for role, chars in messages:
+        spans.append(((role or "").lower() or None, pos, pos + max(0, chars)))
+        pos += max(0, chars) + SEPARATOR
+    return spans
+
+
 def prompt_sections(messages: Sequence[tuple[str | None, int]],
                     chunks: Sequence[tuple[int, int]], prompt: str | None = None,
                     question: str | None = None) -> tuple[PromptSection, ...]:
     """The sections of a prompt made of ``messages`` (role, characters) whose chunks sit at
     the character ranges ``chunks``; ``prompt`` (its text, when kept) and ``question`` place the
     question exactly. In prompt order, adjacent pieces of one kind merged."""
-    spans: list[tuple[str | None, int, int]] = []
-    pos = 0
-    for role, chars in messages:
-        spans.append(((role or "").lower() or None, pos, pos + max(0, chars)))
-        pos += max(0, chars) + SEPARATOR
+    spans = message_spans(messages)
     asking = max((i for i, (role, _, _) in enumerate(spans) if role in USER_ROLES),
                  default=len(spans) - 1 if spans else None)
     pieces: list[Span] = []

@@ -377,11 +377,11 @@ def run_facets(conn: Any) -> dict[str, Any]:
 
 
 def run_trace_prompts(conn: Any, trace_id: str) -> list[str]:
-    """The prompt texts the trace's LLM spans carried (OpenInference or GenAI messages, joined
-    as the collector joins them when it locates the chunks), the last-ending call first; none
-    where the app recorded no prompt text or the collector kept none (``--no-text``). For
-    `midtrace replay`, which sends a request's own prompt again."""
-    from midtrace.collector.normalize import genai, openinference
+    """The prompt texts the trace's LLM spans carried (OpenInference, GenAI or Vercel AI SDK
+    messages, joined as the collector joins them when it locates the chunks), the last-ending
+    call first; none where the app recorded no prompt text or the collector kept none
+    (``--no-text``). For `midtrace replay`, which sends a request's own prompt again."""
+    from midtrace.collector.normalize import genai, openinference, vercel_ai
     from midtrace.collector.normalize.attr_values import readable
     from midtrace.collector.storage.spanstore import span_from_row
 
@@ -397,6 +397,8 @@ def run_trace_prompts(conn: Any, trace_id: str) -> list[str]:
         if genai.is_inference(span):
             events = [e for e in spans if genai.is_event(e) and e.parent_span_id == span.span_id]
             calls.append(genai.llm_call(span, events))
+        if vercel_ai.is_llm_call(span):
+            calls.append(vercel_ai.llm_call(span))
         for call in calls:
             prompt = readable(call.prompt)
             if prompt and prompt not in out:

@@ -54,10 +54,16 @@ GENAI_KEPT = frozenset({
     "gen_ai.agent.id", "gen_ai.agent.name", "gen_ai.data_source.id", "gen_ai.tool.name",
     "gen_ai.tool.call.id", "gen_ai.tool.type", "gen_ai.token.type",
 })
+# The Vercel AI SDK's telemetry (collector/normalize/vercel_ai.py): operations, models, tools.
+VERCEL_AI_KEPT = frozenset({
+    "ai.operationId", "ai.telemetry.functionId", "ai.model.id", "ai.model.provider",
+    "ai.response.model", "ai.response.id", "ai.response.finishReason", "ai.toolCall.name",
+    "ai.toolCall.id",
+})
 # General OTel attributes that name an operation or an error class, never its content.
 GENERAL_KEPT = frozenset({"error.type", "exception.type", "http.request.method", "http.route"})
 
-KEPT = OWN_KEPT | OPENINFERENCE_KEPT | GENAI_KEPT | GENERAL_KEPT
+KEPT = OWN_KEPT | OPENINFERENCE_KEPT | GENAI_KEPT | VERCEL_AI_KEPT | GENERAL_KEPT
 
 # Indexed (flattened list) attributes: ids of documents, roles of messages, tool call ids
 # and function names, content part types; the older GenAI prompt/completion roles.

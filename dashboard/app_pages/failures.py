@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from midtrace.dashboard import data, figures, filters, frames, ui
+from midtrace.dashboard import case_set, data, figures, filters, frames, ui
 
 CLASSES = ("buried", "unused", "dropped", "missing", "unlabeled", "answered", "ungraded")
 MEANING = {
@@ -103,6 +103,43 @@ event = ui.table(shown[shown_cols], f"requests_{cls}", key="requests", csv=rows,
                      "", display_text="inspect ↗", width="small"),
                      "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
                      "decisive_at": "decisive chunk"})
+
+with st.expander(f"Export these as cases ({min(total, case_set.MAX_EXPORT):,} requests)"):
+    st.caption("Each request becomes a sweep case with its question, every retrieved chunk's "
+               "text and its decisive chunks; its accepted answers come from a references file "
+               "(the one `midtrace grade --references` reads: JSON lines of {question, answers, "
+               "required_constraints}, or a cases file). The cases join the case set; download "
+               "it from the sidebar. " + (f"Only the newest {case_set.MAX_EXPORT:,} are read; "
+                                          "narrow the filters for the rest."
+                                          if total > case_set.MAX_EXPORT else ""))
+    upload = st.file_uploader("References file", type=["jsonl", "json", "txt"],
+                              key="cases_references")
+    if upload is not None and st.button("Make the cases", key="cases_make"):
+        from midtrace.references import parse_references
+
+        refs = parse_references(upload.getvalue().decode("utf-8", "replace").splitlines())
+        if refs.bad:
+            st.error(f"{len(refs.bad)} line(s) of {upload.name} cannot be used; no case was made.")
+            st.text("\n".join(refs.bad[:20]))
+            st.stop()
+        ids = ui.query(data.trace_ids, params, search or None, cls, case_set.MAX_EXPORT)
+        bar = st.progress(0.0, text=f"Reading {len(ids):,} requests")
+        made, skipped = case_set.cases_of(
+            ids, data.trace, refs.by_question(),
+            lambda done: bar.progress(done / len(ids), text=f"Read {done:,} of {len(ids):,}"))
+        bar.empty()
+        new = case_set.add(made)
+        st.session_state["_cases_made"] = (len(made), new, dict(skipped))
+        st.rerun()  # the sidebar, drawn before this page, counts them
+    if "_cases_made" in st.session_state:
+        n, new, skipped = st.session_state["_cases_made"]
+        (st.success if n else st.warning)(
+            f"{n:,} case(s) made ({new:,} new to the set); the set holds "
+            f"{len(case_set.current()):,}.")
+        if skipped:
+            st.text("\n".join(f"skipped {k:,}: {reason}" for reason, k in
+                              sorted(skipped.items(), key=lambda kv: -kv[1])))
+
 selected = event.selection.rows if event is not None else []
 if selected:
     trace_id = str(rows.iloc[selected[0]]["trace_id"])

@@ -11,7 +11,7 @@ import re
 
 import streamlit as st
 
-from midtrace.dashboard import data, figures, filters, frames, labels, ui
+from midtrace.dashboard import case_set, data, figures, filters, frames, labels, ui
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 CLASS_COLORS = {"answered": "green", "ungraded": "gray", "missing": "violet", "dropped": "orange",
@@ -320,6 +320,30 @@ else:
     if replayed and replayed[0] == trace_id:
         st.success("Replays recorded: see the table above.")
         st.text(f"{replayed[2]} calls recorded as experiment {replayed[1]}")
+
+# --- the case set (dashboard/case_set.py) -------------------------------------------------------
+st.subheader("Add to case set")
+in_set = trace_id in case_set.current()
+st.caption("Freeze this incident as a sweep case: its question, every retrieved chunk's text, "
+           "its decisive chunks and the accepted answers you give. The set is kept in this "
+           "browser tab; download it from the sidebar as the cases file `midtrace sweep "
+           "--cases` and `midtrace gate --cases` read."
+           + (" This request is in the set; adding it again replaces its case." if in_set else ""))
+with st.form("case_form", border=False):
+    case_answers = st.text_area("The case's accepted answers, one per line (what a right "
+                                "answer contains)", key="case_answers", height=68)
+    add_case = st.form_submit_button("Add to case set")
+if add_case:
+    made = case_set.case_of(trace, case_answers.splitlines())
+    if isinstance(made, str):
+        st.error("This request cannot become a case.")
+        st.text(made)
+    else:
+        case_set.add([made])
+        st.session_state["_case_added"] = trace_id
+        st.rerun()  # the sidebar, drawn before this page, counts it
+if st.session_state.get("_case_added") == trace_id:
+    st.success(f"Added: the set holds {len(case_set.current())} case(s).")
 
 st.subheader("In the prompt")
 st.caption("Retrieval and rerank: each chunk's rank, with its score in brackets.")

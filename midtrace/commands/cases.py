@@ -14,8 +14,6 @@ from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, fail, filter_options,
     load_references_or_exit, open_source, parse_filters, store_option, token_option, url_option)
 
-PAGE = 500
-
 
 @click.command(cls=StoreCommand)
 @token_option
@@ -43,7 +41,7 @@ def cases(ctx: click.Context, token: str | None, url: str | None, db: Path | Non
     --references. Requests that cannot become a case are counted, with the reason, on
     standard error."""
     from midtrace.client import ClientError, QueryError
-    from midtrace.sweep.from_traces import case_from_trace
+    from midtrace.sweep.from_traces import case_from_trace, trace_ids as matching
 
     filters = parse_filters(since, until, filter_pairs)
     by_question = load_references_or_exit(references_path, "no case was written").by_question()
@@ -51,7 +49,7 @@ def cases(ctx: click.Context, token: str | None, url: str | None, db: Path | Non
     written, skipped = 0, Counter[str]()
     out = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
-        for trace_id in trace_ids or _trace_ids(client, filters, taxonomy_class):
+        for trace_id in trace_ids or matching(client, filters, taxonomy_class):
             trace = client.trace(trace_id.strip().lower())
             made: dict[str, Any] | str = (case_from_trace(trace, by_question) if trace
                                           else "no request has this trace id")
@@ -75,15 +73,3 @@ def cases(ctx: click.Context, token: str | None, url: str | None, db: Path | Non
         fail("no request could become a case" + (
             "; " + next(iter(skipped)) if len(skipped) == 1 else ""), EXIT_USAGE)
 
-
-def _trace_ids(client: Any, filters: Any, taxonomy_class: str | None) -> list[str]:
-    """The trace ids of every request under the filters, newest first."""
-    ids: list[str] = []
-    offset = 0
-    while True:
-        page, _ = client.requests_page(filters, taxonomy_class=taxonomy_class, limit=PAGE,
-                                       offset=offset)
-        ids += [str(t) for t in page["trace_id"]] if not page.empty else []
-        if len(page) < PAGE:
-            return ids
-        offset += PAGE

@@ -22,6 +22,7 @@ from typing import Any
 from midtrace.references import Reference, question_key
 from midtrace.sweep.cases import DECISIVE_LABELS, DISTRACTOR_LABELS, case_from_json
 
+PAGE = 500  # requests read per page of the source's request list
 NO_TEXT = "its texts were not stored (the collector ran with --no-text)"
 
 
@@ -64,6 +65,21 @@ def case_from_trace(trace: Mapping[str, Any],
     }
     case_from_json(case)  # the sweep reads it: refuse here what it would refuse there
     return case
+
+
+def trace_ids(client: Any, filters: Any, taxonomy_class: str | None = None,
+              search: str | None = None, limit: int | None = None) -> list[str]:
+    """The trace ids of the requests under the filters (midtrace.client.Filters), newest
+    first, at most ``limit``."""
+    ids: list[str] = []
+    while limit is None or len(ids) < limit:
+        size = PAGE if limit is None else min(PAGE, limit - len(ids))
+        page, _ = client.requests_page(filters, search=search, taxonomy_class=taxonomy_class,
+                                       limit=size, offset=len(ids))
+        ids += [str(t) for t in page["trace_id"]] if not page.empty else []
+        if len(page) < size:
+            break
+    return ids
 
 
 def _unique(chunks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from midtrace.sample_traces import agents_rag_app
 from midtrace.sample_traces.policy_corpus import POLICIES, QUESTIONS
-from tests.e2e.test_frameworks_e2e import RATIO, stored, traced
+from tests.e2e.test_frameworks_e2e import RATIO, traced
 from tests.fake_llm import FakeLLM, joined_messages
 from tests.procs import Proc
 from tests.zero_code import provider_with
@@ -101,7 +101,7 @@ def test_an_agent_whose_search_tool_returns_json_documents(
     assert [d["id"] for d in results] == [d["id"] for d in agents_rag_app.search(question, policies)]
     if policies is POLICIES_WITH_ESCAPES:  # the documents sit in the prompt escaped only
         assert all(d["text"] not in prompt for d in results if "\n" in d["text"])
-    trace = stored(collector, trace_id)
+    trace = collector.trace(trace_id)
     request = trace["request"]
     assert (request["convention"], request["model"], request["service"]) == (
         "openinference", agents_rag_app.MODEL, "policy-bot")
@@ -140,7 +140,7 @@ def test_a_two_turn_chat_with_older_tool_results_trimmed(collector: Proc, llm: F
     first_turn = agents_rag_app.search(questions[0])
     assert all(escaped(d["text"]) not in prompt for d in first_turn
                if d["id"] not in {e["id"] for e in latest})
-    trace = stored(collector, trace_id)
+    trace = collector.trace(trace_id)
     request = trace["request"]
     assert request["question"] == questions[1] and request["answer"] == answers[1]
     assert request["prompt_chars"] == len(prompt)
@@ -204,7 +204,7 @@ def test_a_hand_written_tool_loop_on_the_openai_client(collector: Proc, llm: Fak
     last = llm.bodies[-1]
     prompt = joined_messages(last)
     (results,) = tool_results(last)
-    trace = stored(collector, trace_id)
+    trace = collector.trace(trace_id)
     request = trace["request"]
     assert request["question"] == question and request["answer"] == answer
     assert request["prompt_chars"] == len(prompt) and request["warnings"] in (None, [])

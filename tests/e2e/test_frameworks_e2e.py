@@ -70,16 +70,6 @@ def traced(collector: Proc, instrumentor: Any, run: Any, **config: Any) -> str:
     return trace_id
 
 
-def stored(collector: Proc, trace_id: str) -> dict[str, Any]:
-    client = open_client(url=collector.url, fresh=True)
-    try:
-        trace = client.trace(trace_id)
-    finally:
-        client.close()
-    assert trace is not None, "no request for the trace"
-    return trace
-
-
 def check(trace: dict[str, Any], prompt: str, answer: str, question: str,
           retrieved: list[str], in_prompt: list[str], model: str,
           prompt_tokens: int, ids: dict[str, str] | None = None) -> dict[str, Any]:
@@ -131,7 +121,7 @@ def test_a_llamaindex_citation_query_engine(collector: Proc, llm: FakeLLM) -> No
     retrieved = [pid for pid, _ in keyword_scores(QUESTION.text)[:llamaindex_rag_app.TOP_K]]
     assert len(in_prompt) < len(retrieved)  # the similarity cutoff dropped some
     # the prompt tokens the completion span reports, as the endpoint counted them
-    request = check(stored(collector, trace_id), prompt, answers[0], QUESTION.text, retrieved,
+    request = check(collector.trace(trace_id), prompt, answers[0], QUESTION.text, retrieved,
                     in_prompt, llamaindex_rag_app.MODEL, int(len(prompt) * RATIO))
     # the template is LlamaIndex's text_qa_template, recorded on its predict span
     assert request["template_id"].startswith("sha256:")
@@ -151,7 +141,7 @@ def test_llamaindex_with_prompts_hidden_reads_the_template_variables(
     in_prompt = llamaindex_rag_app.kept_in_prompt_order(question)
     retrieved = [pid for pid, _ in keyword_scores(question)[:llamaindex_rag_app.TOP_K]]
     # the predict span has no token count: the 4-characters-a-token estimate
-    check(stored(collector, trace_id), prompt, answers[0], question, retrieved, in_prompt,
+    check(collector.trace(trace_id), prompt, answers[0], question, retrieved, in_prompt,
           llamaindex_rag_app.MODEL, round(len(prompt) / 4))
 
 
@@ -182,7 +172,7 @@ def test_a_haystack_pipeline_with_lost_in_the_middle(collector: Proc, llm: FakeL
     assert len(retrieved) == haystack_rag_app.RETRIEVE_K
     assert in_prompt == lost_in_the_middle(retrieved[:haystack_rag_app.RANKER_K])
     answer = str(out["llm"]["replies"][0].text)
-    trace = stored(collector, trace_id)
+    trace = collector.trace(trace_id)
     check(trace, prompt, answer, question, retrieved, in_prompt, haystack_rag_app.MODEL,
           int(len(user) * RATIO))  # the stand-in counts the last message only
     # the ranker's output order is the rerank order; the two it cut have none
@@ -206,7 +196,7 @@ def test_a_dspy_retrieve_then_predict_module(collector: Proc, llm: FakeLLM) -> N
     # DSPy's ChatAdapter: a system message describing the fields, then the user message
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     prompt = joined_messages(body)
-    trace = stored(collector, trace_id)
+    trace = collector.trace(trace_id)
     retrieved = [pid for pid, _ in keyword_scores(question)[:dspy_rag_app.RETRIEVE_K]]
     # Retrieve records passages only (no id, score or metadata): chunks are content hashes
     by_hash = {content_hash(TEXT[pid]): pid for pid in retrieved}
