@@ -1,8 +1,9 @@
 """Documents a tool returned: retrieval done by a tool in a tool-calling loop.
 
-An agent (the OpenAI Agents SDK, or any loop that offers the model a search tool) retrieves
-by calling a tool; the documents reach the model as the tool's result, a message of a later
-LLM call. OpenInference traces the tool as a TOOL span whose ``output.value`` is that result.
+An agent (the OpenAI Agents SDK, the Vercel AI SDK, or any loop that offers the model a
+search tool) retrieves by calling a tool; the documents reach the model as the tool's result,
+a message of a later LLM call. OpenInference traces the tool as a TOOL span whose
+``output.value`` is that result; the Vercel AI SDK records it as ``ai.toolCall.result``.
 A result is read as retrieved documents when it is JSON (docs/zero-code.md, "Tool results"):
 
 - a list of strings (each one a document's text);
@@ -27,7 +28,7 @@ from midtrace.collector.normalize.attr_values import identifier, json_value, num
 from midtrace.collector.normalize.inferred import Document
 
 TEXT_KEYS: tuple[str, ...] = (
-    "text", "content", "page_content", "chunk", "passage", "snippet", "body")
+    "text", "content", "page_content", "pageContent", "chunk", "passage", "snippet", "body")
 ID_KEYS: tuple[str, ...] = ("id", "chunk_id")  # doc_id, document_id: the source (SOURCE_KEYS)
 SCORE_KEYS: tuple[str, ...] = ("score", "relevance_score", "similarity")
 LIST_KEYS: tuple[str, ...] = (
