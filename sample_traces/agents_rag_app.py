@@ -46,7 +46,9 @@ def search(query: str, policies: Sequence[Policy] = POLICIES,
             for score, _, pid, source, text in best]
 
 
-def build_agent(llm_url: str, policies: Sequence[Policy] = POLICIES) -> Agent:
+def build_agent(llm_url: str, policies: Sequence[Policy] = POLICIES,
+                bare: bool = False) -> Agent:
+    """The agent; with ``bare``, its tool returns the bare list of results."""
     @function_tool(name_override=TOOL)
     def search_policies(query: str) -> str:
         """Search the store's policy documents.
@@ -54,7 +56,8 @@ def build_agent(llm_url: str, policies: Sequence[Policy] = POLICIES) -> Agent:
         Args:
             query: what to look for.
         """
-        return json.dumps({"query": query, "results": search(query, policies)})
+        results = search(query, policies)
+        return json.dumps(results if bare else {"query": query, "results": results})
 
     client = AsyncOpenAI(base_url=llm_url, api_key="sample-key", max_retries=0)
     return Agent(name="Policy assistant", instructions=INSTRUCTIONS, tools=[search_policies],

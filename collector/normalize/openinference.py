@@ -76,6 +76,7 @@ PROMPT_TEMPLATE = "llm.prompt_template.template"
 PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
 PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
 PROMPT_ID = "prompt.id"
+TOOL_NAME = "tool.name"
 
 # What this normalizer reads, for docs/zero-code.md (a test checks each one is documented).
 ATTRIBUTES_READ: tuple[str, ...] = (
@@ -89,7 +90,7 @@ ATTRIBUTES_READ: tuple[str, ...] = (
     f"{LLM_OUTPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}", f"{LLM_PROMPTS}.<i>.{PROMPT_TEXT}",
     f"{LLM_CHOICES}.<i>.{COMPLETION_TEXT}", LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME,
     LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_COST_TOTAL, PROMPT_TEMPLATE,
-    PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID,
+    PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID, TOOL_NAME,
 )
 
 TEMPLATE_ID_CHARS = len("sha256:") + 16  # an inferred template id: its content hash, cut short
@@ -364,6 +365,17 @@ def _ancestors(span: SpanRecord, by_id: Mapping[str, SpanRecord]) -> list[SpanRe
     return out
 
 
+def _retrieved(span: SpanRecord) -> tuple[tuple[int, Document], ...]:
+    """A retriever span's documents; when none of them has its text and the span is a tool
+    (the Agents SDK instrumentation's ``tool_span_kinds`` makes a function tool a RETRIEVER,
+    and reads only a ``content`` key), the documents of its result instead."""
+    docs = documents(span.attributes, RETRIEVAL_DOCUMENTS)
+    if (not any(d.text for _, d in docs) and TOOL_NAME in span.attributes
+            and (from_result := tool_documents(span.attributes.get(OUTPUT_VALUE)))):
+        return from_result
+    return docs
+
+
 def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
               by_id: Mapping[str, SpanRecord]) -> tuple[list[Ranking], list[Ranking]]:
     wrapping: dict[str, list[SpanRecord]] = {}
@@ -371,20 +383,21 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     for s in retrievers:
         # LlamaIndex traces a retriever's retrieve() and the _retrieve() inside it, and only
         # the outer span lists the documents: an inner span without documents is no stage.
-        if not documents(s.attributes, RETRIEVAL_DOCUMENTS):
+        if not _retrieved(s):
             continue
         for a in _ancestors(s, by_id):
             if a.span_id in retriever_ids:
                 wrapping.setdefault(a.span_id, []).append(s)
     retrievals, reranks = [], []
     for s in retrievers:
-        docs = documents(s.attributes, RETRIEVAL_DOCUMENTS)
+        docs = _retrieved(s)
         if s.span_id in wrapping:
             inner = tuple(d for r in wrapping[s.span_id] if r.span_id not in wrapping
-                          for _, d in documents(r.attributes, RETRIEVAL_DOCUMENTS))
+                          for _, d in _retrieved(r))
             reranks.append(Ranking(s, docs, _query(s.attributes), inner))
-        elif docs:
-            retrievals.append(Ranking(s, docs, _query(s.attributes)))
+        elif docs:  # a tool made a retriever: its query is the model's, not the question
+            retrievals.append(Ranking(s, docs, _query(s.attributes),
+                                      from_tool=TOOL_NAME in s.attributes))
     for s in rerankers:
         attrs = s.attributes
         reranks.append(Ranking(

@@ -217,3 +217,28 @@ def test_a_hand_written_tool_loop_on_the_openai_client(collector: Proc, llm: Fak
         d["id"]: (rank, d["score"], "in_prompt") for rank, d in enumerate(results, start=1)}
     cited = [d["id"] for d in results if f"[{d['id']}]" in answer]
     assert cited and request["cited_ids"] == cited
+
+
+def test_a_search_tool_the_instrumentation_makes_a_retriever(collector: Proc,
+                                                             llm: FakeLLM) -> None:
+    # tool_span_kinds makes the function tool a RETRIEVER span, which lists a bare list of
+    # results as documents; the instrumentation reads only a `content` key into
+    # document.content, so these documents (under `text`) come with ids and scores but no
+    # text: their text is read from the tool's result
+    question = QUESTIONS[2].text
+    agent = agents_rag_app.build_agent(llm.url, bare=True)
+    answers: list[str] = []
+    trace_id = traced(collector, OpenAIAgentsInstrumentor(),
+                      lambda: answers.append(agents_rag_app.ask(agent, question)),
+                      tool_span_kinds={agents_rag_app.TOOL: "RETRIEVER"})
+    prompt = joined_messages(llm.bodies[-1])
+    (results,) = [json.loads(m["content"]) for m in llm.bodies[-1]["messages"]
+                  if m["role"] == "tool"]
+    trace = collector.trace(trace_id)
+    request = trace["request"]
+    assert request["question"] == question and request["answer"] == answers[0]
+    assert request["warnings"] in (None, [])
+    check_placements(trace, where(prompt, results))
+    assert {c["chunk_id"]: (c["retrieval_rank"], c["retrieval_score"], c["stage"])
+            for c in trace["chunks"]} == {
+        d["id"]: (rank, d["score"], "in_prompt") for rank, d in enumerate(results, start=1)}
