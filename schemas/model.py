@@ -19,6 +19,10 @@ Label = Literal[
     "direct_answer", "exception_constraint", "supporting_background", "conflicting", "irrelevant"
 ]
 Convention = Literal["midtrace", "openinference", "genai", "vercel_ai"]
+# What a trace is (docs/metrics.md, "Request kinds"): an answered RAG request, retrieval with
+# no LLM call to answer from it, or an LLM call with no retrieval. Only `rag` requests count
+# in the metrics.
+RequestKind = Literal["rag", "retrieval_only", "llm_only"]
 # Who graded an outcome, in precedence order (docs/grading.md, "Precedence").
 Grader = Literal["person", "references", "judge"]
 
@@ -144,3 +148,4 @@ class RagRequest:
     convention: Convention = "midtrace"
     tokens_estimated: bool = False
     warnings: tuple[str, ...] = field(default=())
+    kind: RequestKind = "rag"

@@ -11,6 +11,12 @@ it sees with a citation, and otherwise repeats the first document's text.
 The zero-code framework tests also use its completions route (``/v1/completions``, one
 prompt string, for LlamaIndex's completion-style LLM), its reading of LlamaIndex's
 ``Source n:`` numbering, and its reply in DSPy's field format when the prompt asks for one.
+
+A chat request that offers ``tools`` is a tool-calling loop's (the OpenAI Agents SDK's): while
+no tool result follows the last user message, it calls the first tool with that message as
+its ``query``; once results are there, it reads the documents out of them (JSON: a list, or a
+list under ``results`` or ``documents``, of objects with an ``id`` and a ``text``) and answers
+by the same rule, citing each fact by its document's id (``[returns]``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,42 @@ def first_two_and_last(slot: int, k: int) -> bool:
 
 def first_and_last(slot: int, k: int) -> bool:
     return slot in (1, k)
+
+
+def tool_documents(messages: list[dict]) -> list[tuple[str, str]]:
+    """``(id, text)`` of each document in the tool results after the last user message."""
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    docs: list[tuple[str, str]] = []
+    for m in messages[last_user + 1:]:
+        if m["role"] != "tool":
+            continue
+        data = json.loads(_text(m["content"]))
+        listed = data if isinstance(data, list) else (data.get("results")
+                                                      or data.get("documents") or [])
+        docs += [(str(d.get("id", len(docs) + 1)), d["text"]) if isinstance(d, dict)
+                 else (str(len(docs) + 1), d) for d in listed]
+    return docs
+
+
+def tool_turn(request: dict, sees: Rule) -> dict:
+    """The assistant message of a tool-calling loop's turn: a call to the first tool, or the
+    answer from the documents its results hold."""
+    messages = request["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    if not any(m["role"] == "tool" for m in messages[last_user + 1:]):
+        tool = request["tools"][0]["function"]["name"]
+        query = _text(messages[last_user]["content"])
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{last_user}", "type": "function",
+             "function": {"name": tool, "arguments": json.dumps({"query": query})}}]}
+    docs = tool_documents(messages)
+    k = len(docs)
+    facts = [f"{FACT.search(text)[1]} [{doc_id}]"  # type: ignore[index]
+             for slot, (doc_id, text) in enumerate(docs, start=1)
+             if MARKER in text and sees(slot, k)]
+    content = ("The answer is " + " and ".join(facts) + ".") if facts else (
+        docs[0][1] if docs else "I do not know.")
+    return {"role": "assistant", "content": content}
 
 
 def answer_for(prompt: str, sees: Rule) -> str:
@@ -121,6 +163,8 @@ class FakeLLM:
         if delay:
             time.sleep(delay)
         chat = path == "/v1/chat/completions"
+        if chat and request.get("tools"):
+            return 200, self._tool_reply(request), {}
         prompt = _text(request["messages"][-1]["content"]) if chat else request["prompt"]
         with self._lock:
             self.prompts.append(prompt)
@@ -149,6 +193,25 @@ class FakeLLM:
                                 if self.responder is not None else 7}
         return 200, payload, {}
 
+    def _tool_reply(self, request: dict) -> dict:
+        prompt = joined_messages(request)
+        message = tool_turn(request, self.rule)
+        with self._lock:
+            self.prompts.append(prompt)
+            self.replies.append(message["content"] or "")
+        payload: dict = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0,
+                         "model": request["model"], "choices": [
+                             {"index": 0, "message": message, "logprobs": None,
+                              "finish_reason": "tool_calls" if message.get("tool_calls")
+                              else "stop"}]}
+        if self.usage_ratio is not None:
+            completion = max(len(message["content"] or "") // 4, 1)
+            prompt_tokens = int(len(prompt) * self.usage_ratio)
+            payload["usage"] = {"prompt_tokens": prompt_tokens,
+                                "completion_tokens": completion,
+                                "total_tokens": prompt_tokens + completion}
+        return payload
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
@@ -164,4 +227,4 @@ def _text(content: str | list[dict]) -> str:
 def joined_messages(body: dict) -> str:
     """A chat request's prompt as midtrace reads it: each message's text, a blank line
     between (docs/zero-code.md, "The prompt string")."""
-    return "\n\n".join(_text(m["content"]) for m in body["messages"])
+    return "\n\n".join(_text(m["content"]) for m in body["messages"] if m.get("content"))

@@ -478,3 +478,26 @@ def test_failures_exports_a_class_as_cases_with_a_references_file(
     skipped = sum(buried["question"] == questions[0])
     shown = " ".join(t.value for t in at.text)
     assert f"skipped {skipped}: no accepted answer: no line of the references file" in shown
+
+
+def test_inspector_lists_and_opens_requests_that_are_not_rag(env: Any, tmp_path: Path) -> None:
+    from midtrace.collector.storage.store import WriteJob
+    from tests.test_request_kinds import CHAT, SEARCH, TRACES
+
+    db = tmp_path / "kinds.duckdb"
+    store = Store.open(db)
+    try:
+        store.write([WriteJob(spans=[s for trace in TRACES.values() for s in trace])])
+    finally:
+        store.close()
+    env.setenv(launch.ENV_DB, str(db))
+    at = app("inspector")
+    assert not at.exception
+    assert any("1 are retrieval only and 1 LLM only" in c.value for c in at.caption), [
+        c.value for c in at.caption]
+    (listed,) = at.dataframe
+    assert sorted(listed.value["kind"]) == ["llm_only", "rag", "retrieval_only"]
+    for trace_id, says in ((CHAT, "LLM only"), (SEARCH, "Retrieval only")):
+        at.text_input(key="trace_id").input(trace_id).run()
+        assert not at.exception
+        assert any(i.value.startswith(says) for i in at.info), [i.value for i in at.info]

@@ -1,5 +1,6 @@
-"""sample_traces/llamaindex_rag.jsonl and haystack_rag.jsonl: recorded by their script from
-the real instrumented apps, read back with positions, drops and citations."""
+"""sample_traces/llamaindex_rag.jsonl, haystack_rag.jsonl, dspy_rag.jsonl and
+agents_rag.jsonl: recorded by their script from the real instrumented apps, read back with
+positions, drops and citations."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from midtrace.sample_traces import (dspy_rag_app, haystack_rag_app, llamaindex_rag_app,
-                                    record_frameworks)
+from midtrace.sample_traces import (agents_rag_app, dspy_rag_app, haystack_rag_app,
+                                    llamaindex_rag_app, record_frameworks)
 from midtrace.sample_traces.policy_corpus import QUESTIONS, TEXT, keyword_scores
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import RagRequest
@@ -95,6 +96,37 @@ def test_the_dspy_sample(samples: dict[str, list[RagRequest]]) -> None:
     assert sum(r.record.cited_ids is not None for r in requests) >= 4
 
 
+def test_the_agents_sample(samples: dict[str, list[RagRequest]]) -> None:
+    *asked, chat = samples["agents"]
+    assert [r.record.question for r in asked] == [q.text for q in QUESTIONS]
+    for request in asked:  # the documents of the search tool's JSON result, all in the prompt
+        results = agents_rag_app.search(request.record.question or "")
+        ids = [d["id"] for d in results]
+        assert (request.convention, request.service, request.warnings) == (
+            "openinference", record_frameworks.SERVICE, ())
+        assert placed(request) == ids
+        assert {c.stage for c in request.record.chunks} == {"in_prompt"}
+        answer = request.record.answer or ""
+        cited = sorted((i for i in ids if f"[{i}]" in answer), key=lambda i: answer.index(i))
+        assert request.record.cited_ids == (tuple(cited) if cited else None), answer
+        assert request.record.prompt_tokens and request.record.prompt_chars
+        assert all(p.char_end - p.char_start == len(TEXT[p.chunk_id])  # type: ignore[operator]
+                   for p in request.record.placements)
+        assert {c.id: (c.retrieval_rank, c.retrieval_score, c.source_id)
+                for c in request.record.chunks} == {
+            d["id"]: (rank, d["score"], d["source"]) for rank, d in enumerate(results, start=1)}
+        assert request.record.model == agents_rag_app.MODEL
+    assert sum(r.record.cited_ids is not None for r in asked) >= 4
+    # the chat: the last turn is the request; the first turn's results, trimmed to a
+    # preview, are dropped but for those the second search returned again
+    first, second = (agents_rag_app.search(q) for q in record_frameworks.AGENTS_CHAT)
+    assert chat.record.question == record_frameworks.AGENTS_CHAT[-1]
+    assert placed(chat) == [d["id"] for d in second]
+    assert {c.id: c.stage for c in chat.record.chunks} == {
+        **{d["id"]: "dropped" for d in first}, **{d["id"]: "in_prompt" for d in second}}
+    assert "dropped" in {c.stage for c in chat.record.chunks}
+
+
 def comparable(request: RagRequest) -> RagRequest:
     return replace(request, trace_id="", time=request.time.replace(year=2000, month=1, day=1,
                                                                    hour=0, minute=0, second=0,
@@ -104,8 +136,8 @@ def comparable(request: RagRequest) -> RagRequest:
 
 def test_the_script_records_the_same_requests_again(
         tmp_path: Path, samples: dict[str, list[RagRequest]]) -> None:
-    assert record_frameworks.record_all(tmp_path) == {name: len(QUESTIONS)
-                                                       for name in record_frameworks.FILES}
+    assert record_frameworks.record_all(tmp_path) == {
+        name: len(QUESTIONS) + (name == "agents") for name in record_frameworks.FILES}
     for name, file in record_frameworks.FILES.items():
         again = requests_in(tmp_path / file)
         assert [comparable(r) for r in again] == [comparable(r) for r in samples[name]], name

@@ -225,5 +225,9 @@ def test_many_documents_lose_attributes_and_say_so(exporter: InMemorySpanExporte
 
 def test_a_trace_without_retrieval_is_not_a_rag_request(exporter: InMemorySpanExporter) -> None:
     FakeListLLM(responses=["hi"]).invoke("hello")
-    assert normalize_openinference(records(exporter.get_finished_spans())) is None
+    request = normalize_openinference(records(exporter.get_finished_spans()))
+    # kept as what it is: an LLM call with no retrieval, counted in no metric
+    assert request is not None and request.kind == "llm_only"
+    assert (request.record.question, request.record.answer, request.record.chunks) == (
+        "hello", "hi", ())
     assert normalize_openinference([]) is None

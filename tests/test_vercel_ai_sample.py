@@ -85,15 +85,17 @@ def test_the_sample_covers_both_shapes_drops_and_positions() -> None:
     assert any(a["decisive"] not in a["retrieved"] for a in apps)  # never retrieved
 
 
-def test_a_context_app_without_a_retrieval_span_is_no_request(
+def test_a_context_app_without_a_retrieval_span_is_an_llm_only_request(
         traces: dict[str, list[SpanRecord]]) -> None:
     # The AI SDK records no retrieval the app does itself: without the app's own span the
-    # prompt's policies cannot be told from the rest of it.
+    # prompt's policies cannot be told from the rest of it, so the trace is an LLM call with
+    # no retrieval (in no metric).
     for app in EXPECTED["requests"]:
         if app["shape"] == "context":
             spans = [s for s in traces[app["trace_id"]] if s.name != "retrieve"]
-            assert normalize_vercel_ai(spans) is None
-            assert normalize_trace(spans) is None
+            for request in (normalize_vercel_ai(spans), normalize_trace(spans)):
+                assert request is not None and request.kind == "llm_only"
+                assert request.record.chunks == () and request.record.answer == app["answer"]
 
 
 def test_the_answering_call_is_the_step_after_the_tool(traces: dict[str, list[SpanRecord]]) -> None:

@@ -4,8 +4,9 @@ checked on real Haystack pipelines traced by OpenInference (the LLM is the local
 - multi-turn: the request is the last LLM call whose prompt holds a retrieved document; an
   earlier turn's documents still in that prompt are placed, and the question and the
   citation numbers are the last turn's;
-- retrieval with no LLM call: a request with what was retrieved, no answer, a warning;
-- an LLM call with no retrieval: no request.
+- retrieval with no LLM call: a `retrieval_only` request with what was retrieved, no answer,
+  a warning;
+- an LLM call with no retrieval: an `llm_only` request with the call and no chunks.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def test_retrieval_without_an_llm_call_is_kept_without_an_answer(
     assert (record.answer, record.model, record.placements, record.cited_ids) == (
         None, None, (), None)
     assert record.question == FIRST and NO_LLM_WARNING in request.warnings
+    assert request.kind == "retrieval_only"
     kept = ids(out["ranker"]["documents"])
     # what the ranker kept is reranked; what it cut is dropped (cut by the ranker, not for
     # want of a prompt)
@@ -119,7 +121,7 @@ def test_retrieval_without_an_llm_call_is_kept_without_an_answer(
     assert all(c.text == TEXT[c.id] for c in record.chunks)
 
 
-def test_an_llm_call_without_retrieval_is_no_request(
+def test_an_llm_call_without_retrieval_is_an_llm_only_request(
         traced: tuple[TracerProvider, InMemorySpanExporter], llm: FakeLLM) -> None:
     _, exporter = traced
     pipeline = Pipeline()
@@ -134,4 +136,11 @@ def test_an_llm_call_without_retrieval_is_no_request(
     assert out["llm"]["replies"][0].text == "The answer is 14 days [1]."
     assert any(s.attributes.get("openinference.span.kind") == "LLM"
                for s in exporter.get_finished_spans())
-    assert request_of(exporter) is None
+    request = request_of(exporter)
+    assert request is not None and request.kind == "llm_only"
+    (body,) = llm.bodies
+    record = request.record
+    assert (record.answer, record.model, record.chunks, record.placements) == (
+        out["llm"]["replies"][0].text, haystack_rag_app.MODEL, (), ())
+    assert record.question == FIRST  # the pipeline's input names it
+    assert record.prompt_chars == len(body["messages"][-1]["content"])

@@ -209,8 +209,9 @@ def normalize_genai(spans: Sequence[SpanRecord],
                     pattern: re.Pattern[str] | None = None) -> RagRequest | None:
     """The RAG request a GenAI-instrumented trace describes, or None.
 
-    None when no span of the trace is a GenAI retrieval with documents. Pure: the same
-    spans in any order give the same request.
+    A trace with no GenAI retrieval with documents but an inference span is an ``llm_only``
+    request; None when it has neither. Pure: the same spans in any order give the same
+    request.
     """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
     events: dict[str, list[SpanRecord]] = {}
@@ -220,21 +221,22 @@ def normalize_genai(spans: Sequence[SpanRecord],
     retrievals = [Ranking(s, docs, string(s.attributes, RETRIEVAL_QUERY_TEXT))
                   for s in ordered if is_retrieval(s)
                   if (docs := retrieved_documents(s.attributes))]
-    if not retrievals:
+    calls = tuple(llm_call(s, events.get(s.span_id, ())) for s in ordered
+                  if is_inference(s) and not is_retrieval(s))
+    if not retrievals and not calls:
         return None
     warnings = []
     if len(retrievals) > 1:
         warnings.append(f"{len(retrievals)} retrieval spans; each chunk's retrieval rank is "
                         "from the first retrieval that returned it")
-    if not any(d.text for r in retrievals for _, d in r.documents):
+    if retrievals and not any(d.text for r in retrievals for _, d in r.documents):
         warnings.append(f"{RETRIEVAL_DOCUMENTS} carries no document text (only ids and "
                         "scores): add each document's text as `content` to see where it sat "
                         "in the prompt")
     observation = Observation(
         convention="genai",
         retrievals=tuple(retrievals),
-        calls=tuple(llm_call(s, events.get(s.span_id, ())) for s in ordered
-                    if is_inference(s) and not is_retrieval(s)),
+        calls=calls,
         warnings=tuple(warnings),
     )
     return assemble(spans, observation, pattern or citation_pattern())

@@ -11,7 +11,9 @@ same for both and lives here:
   4 characters a token);
 - stages: ``in_prompt`` when found in the prompt, ``dropped`` when retrieved but not found
   (or cut by a reranker), else ``reranked``/``retrieved``;
-- the citations in the answer, mapped back to chunks.
+- the citations in the answer, mapped back to chunks;
+- the request's kind: ``rag`` with an answering call, ``retrieval_only`` without one, and
+  ``llm_only`` for a trace with LLM calls and no document (its last call to end).
 """
 
 from __future__ import annotations
@@ -70,13 +72,15 @@ class Ranking:
     """The documents one retriever or reranker span returned, as ``(rank, document)``.
 
     ``inputs`` are the documents a reranker was given (empty for a retriever): those it
-    did not return were cut by it.
+    did not return were cut by it. ``from_tool``: documents a tool returned (its query is
+    the one the model wrote, not the user's question).
     """
 
     span: SpanRecord
     documents: tuple[tuple[int, Document], ...]
     query: str | None = None
     inputs: tuple[Document, ...] = ()
+    from_tool: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,7 +286,7 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
     """The request ``obs`` describes, or None when it holds no identifiable document."""
     table = _collect(obs)
     if not table.rows:
-        return None
+        return _llm_only(spans, obs) if obs.calls else None
     ids = list(table.rows)
     call, found, warnings = _answering(obs, table)
     warnings = list(obs.warnings) + warnings
@@ -310,8 +314,10 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         for cid, row in table.rows.items())
 
     rankings = sorted(obs.retrievals + obs.reranks, key=lambda r: _by_start(r.span))
-    question = (_question(obs, call, spans) or next((r.query for r in rankings if r.query), None)
-                or (call.user_text if call is not None else None))
+    question = (_question(obs, call, spans)
+                or next((r.query for r in rankings if r.query and not r.from_tool), None)
+                or (call.user_text if call is not None else None)
+                or next((r.query for r in rankings if r.query), None))
     start = min(s.start_ns for s in spans)
     record = RagRecord(
         question=question,
@@ -344,4 +350,39 @@ def assemble(spans: Sequence[SpanRecord], obs: Observation,
         convention=obs.convention,
         tokens_estimated=estimated,
         warnings=tuple(dict.fromkeys(warnings + _limit_warning(spans))),
+        kind="rag" if call is not None else "retrieval_only",
+    )
+
+
+def _llm_only(spans: Sequence[SpanRecord], obs: Observation) -> RagRequest:
+    """A trace with LLM calls and no retrieval: its last call to end, kept as an ``llm_only``
+    request (no chunks, so in no metric)."""
+    call = max(obs.calls, key=lambda c: _by_end(c.span))
+    question = _question(obs, call, spans) or call.user_text
+    start = min(s.start_ns for s in spans)
+    prompt = call.prompt
+    record = RagRecord(
+        question=question,
+        answer=call.answer,
+        model=call.model,
+        template_id=obs.template_id,
+        template_version=obs.template_version,
+        prompt_tokens=call.prompt_tokens,
+        prompt_chars=text_length(prompt) if prompt else None,
+        latency_ms=(max(s.end_ns for s in spans) - start) / 1e6,
+        cost_usd=call.cost_usd,
+        prompt_sections=prompt_sections(call.messages, [], readable(prompt), readable(question))
+        if call.messages else None,
+    )
+    record, estimated = estimate_tokens(record)
+    ordered = sorted(spans, key=_by_start)
+    return RagRequest(
+        trace_id=ordered[0].trace_id,
+        time=datetime.fromtimestamp(start / 1e9, tz=UTC),
+        record=record,
+        service=call.span.service or next((s.service for s in ordered if s.service), None),
+        convention=obs.convention,
+        tokens_estimated=estimated,
+        warnings=tuple(_limit_warning(spans)),
+        kind="llm_only",
     )

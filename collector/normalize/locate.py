@@ -16,10 +16,10 @@ by searching for its text in the prompt:
   there, and a document sharing a long prefix with another is not mistaken for it;
 - when a document is not found and either text is not in Unicode NFC form, both are
   compared NFC-normalised;
-- a document still not found is looked for as it reads inside a JSON string (a tool
+- a document still not found whole is looked for as it reads inside a JSON string (a tool
   result, a prompt sent as JSON: ``\n``, ``\"``, ``\uXXXX``, and escaped twice for JSON in
   JSON) and with its HTML tags stripped (``edited_forms``); the placement covers the text as
-  the prompt holds it.
+  the prompt holds it, and a whole match in another form wins over a prefix found as is.
 
 The prompt is folded once per call. With few documents each is then searched for with
 ``str.find``; with many, the folded prompt is cut into pieces of 32 characters once and each

@@ -16,6 +16,11 @@ Read (spec: github.com/Arize-ai/openinference, spec/semantic_conventions.md):
   ``[[ ## answer ## ]]`` field when it is in that format); ``llm.model_name``,
   ``llm.token_count.prompt``, ``llm.cost.total``. An LLM span around another with the same
   prompt (LlamaIndex's predict around complete) is read once, as the inner one.
+- TOOL spans (an agent's function tools): ``output.value``, read as retrieved documents when
+  it is JSON shaped like a search's results (collector/normalize/tool_results.py), and
+  ``input.value`` as the query, when the trace has no retriever or reranker span with
+  documents. With no such tool span, the tool messages (role ``tool``) of the LLM spans'
+  ``llm.input_messages`` are read the same way.
 - Any span: ``llm.prompt_template.template|version`` and ``prompt.id`` (LangChain records
   the template on its PROMPT span), and the root chain's ``input.value`` as the question.
 
@@ -35,6 +40,7 @@ from midtrace.collector.normalize.attr_values import (
     text_length)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
+from midtrace.collector.normalize.tool_results import tool_documents
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
@@ -71,6 +77,7 @@ PROMPT_TEMPLATE = "llm.prompt_template.template"
 PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
 PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
 PROMPT_ID = "prompt.id"
+TOOL_NAME = "tool.name"
 
 # What this normalizer reads, for docs/zero-code.md (a test checks each one is documented).
 ATTRIBUTES_READ: tuple[str, ...] = (
@@ -83,8 +90,8 @@ ATTRIBUTES_READ: tuple[str, ...] = (
     f"{LLM_INPUT_MESSAGES}.<i>.{MESSAGE_CONTENTS}.<j>.{MESSAGE_CONTENT_TEXT}",
     f"{LLM_OUTPUT_MESSAGES}.<i>.{MESSAGE_CONTENT}", f"{LLM_PROMPTS}.<i>.{PROMPT_TEXT}",
     f"{LLM_CHOICES}.<i>.{COMPLETION_TEXT}", LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME,
-    LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_TOKEN_COUNT_COMPLETION, LLM_COST_TOTAL, PROMPT_TEMPLATE,
-    PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID,
+    LLM_REQUEST_MODEL_NAME, LLM_TOKEN_COUNT_PROMPT, LLM_TOKEN_COUNT_COMPLETION, LLM_COST_TOTAL,
+    PROMPT_TEMPLATE, PROMPT_TEMPLATE_VERSION, PROMPT_TEMPLATE_VARIABLES, PROMPT_ID, TOOL_NAME,
 )
 
 TEMPLATE_ID_CHARS = len("sha256:") + 16  # an inferred template id: its content hash, cut short
@@ -360,6 +367,17 @@ def _ancestors(span: SpanRecord, by_id: Mapping[str, SpanRecord]) -> list[SpanRe
     return out
 
 
+def _retrieved(span: SpanRecord) -> tuple[tuple[int, Document], ...]:
+    """A retriever span's documents; when none of them has its text and the span is a tool
+    (the Agents SDK instrumentation's ``tool_span_kinds`` makes a function tool a RETRIEVER,
+    and reads only a ``content`` key), the documents of its result instead."""
+    docs = documents(span.attributes, RETRIEVAL_DOCUMENTS)
+    if (not any(d.text for _, d in docs) and TOOL_NAME in span.attributes
+            and (from_result := tool_documents(span.attributes.get(OUTPUT_VALUE)))):
+        return from_result
+    return docs
+
+
 def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
               by_id: Mapping[str, SpanRecord]) -> tuple[list[Ranking], list[Ranking]]:
     wrapping: dict[str, list[SpanRecord]] = {}
@@ -367,26 +385,44 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
     for s in retrievers:
         # LlamaIndex traces a retriever's retrieve() and the _retrieve() inside it, and only
         # the outer span lists the documents: an inner span without documents is no stage.
-        if not documents(s.attributes, RETRIEVAL_DOCUMENTS):
+        if not _retrieved(s):
             continue
         for a in _ancestors(s, by_id):
             if a.span_id in retriever_ids:
                 wrapping.setdefault(a.span_id, []).append(s)
     retrievals, reranks = [], []
     for s in retrievers:
-        docs = documents(s.attributes, RETRIEVAL_DOCUMENTS)
+        docs = _retrieved(s)
         if s.span_id in wrapping:
             inner = tuple(d for r in wrapping[s.span_id] if r.span_id not in wrapping
-                          for _, d in documents(r.attributes, RETRIEVAL_DOCUMENTS))
+                          for _, d in _retrieved(r))
             reranks.append(Ranking(s, docs, _query(s.attributes), inner))
-        elif docs:
-            retrievals.append(Ranking(s, docs, _query(s.attributes)))
+        elif docs:  # a tool made a retriever: its query is the model's, not the question
+            retrievals.append(Ranking(s, docs, _query(s.attributes),
+                                      from_tool=TOOL_NAME in s.attributes))
     for s in rerankers:
         attrs = s.attributes
         reranks.append(Ranking(
             s, documents(attrs, RERANKER_OUTPUT_DOCUMENTS), string(attrs, RERANKER_QUERY),
             tuple(d for _, d in documents(attrs, RERANKER_INPUT_DOCUMENTS))))
     return retrievals, reranks
+
+
+def _tool_rankings(tools: Sequence[SpanRecord], calls: Sequence[SpanRecord]) -> list[Ranking]:
+    """Documents tools returned: each TOOL span's result, in start order; with none, the
+    distinct tool messages of the LLM calls' prompts, each read where it is first seen."""
+    out = [Ranking(s, docs, _query(s.attributes), from_tool=True) for s in tools
+           if (docs := tool_documents(s.attributes.get(OUTPUT_VALUE)))]
+    if out:
+        return out
+    seen: set[str] = set()
+    for span in calls:
+        for role, text in messages(span.attributes, LLM_INPUT_MESSAGES):
+            if role == "tool" and text not in seen:
+                seen.add(text)
+                if docs := tool_documents(text):
+                    out.append(Ranking(span, docs, from_tool=True))
+    return out
 
 
 def _root_questions(spans: Sequence[tuple[SpanRecord, str]],
@@ -442,8 +478,9 @@ def normalize_openinference(spans: Sequence[SpanRecord],
                             pattern: re.Pattern[str] | None = None) -> RagRequest | None:
     """The RAG request an OpenInference-instrumented trace describes, or None.
 
-    None when no span of the trace is an OpenInference retriever or reranker with
-    documents. Pure: the same spans in any order give the same request.
+    A trace with no retriever, reranker or tool span with documents but an LLM span is an
+    ``llm_only`` request; None when it has neither. Pure: the same spans in any order give
+    the same request.
     """
     kinded = [(s, k) for s in spans if (k := span_kind(s)) is not None]
     if not kinded:
@@ -452,14 +489,19 @@ def normalize_openinference(spans: Sequence[SpanRecord],
     ordered = sorted(kinded, key=lambda sk: (sk[0].start_ns, sk[0].span_id))
     retrievals, reranks = _rankings([s for s, k in ordered if k == "RETRIEVER"],
                                     [s for s, k in ordered if k == "RERANKER"], by_id)
-    if not retrievals and not reranks:
+    if not retrievals and not reranks:  # retrieval done by a tool (an agent's search)
+        retrievals = _tool_rankings([s for s, k in ordered if k == "TOOL"],
+                                    [s for s, k in ordered if k == "LLM"])
+    calls = [llm_call(s) for s, k in ordered if k == "LLM"]
+    if not retrievals and not reranks and not calls:
         return None
     warnings = []
     if len(retrievals) > 1:
-        warnings.append(f"{len(retrievals)} retriever spans; each chunk's retrieval rank is "
+        what = ("tool results with documents" if retrievals[0].from_tool
+                else "retriever spans")
+        warnings.append(f"{len(retrievals)} {what}; each chunk's retrieval rank is "
                         "from the first retriever that returned it")
     template_id, template_version = _template(spans)
-    calls = [llm_call(s) for s, k in ordered if k == "LLM"]
     observation_calls = tuple(c for c in calls if c.span.span_id not in _wrappers(calls, by_id))
     observation = Observation(
         convention="openinference",

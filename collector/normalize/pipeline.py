@@ -1,7 +1,8 @@
 """Spans of one trace -> one RagRequest, whichever conventions the app used.
 
 midtrace's own attributes are read first; conventions other instrumentations send are
-inferred by the first of ``INFERRING`` that recognises the trace. Explicit midtrace
+inferred by the first of ``INFERRING`` that finds retrieval in the trace (else by the first
+that finds an LLM call: an ``llm_only`` request). Explicit midtrace
 attributes win over inferred values field by field. A new convention is one more entry in
 ``INFERRING``.
 """
@@ -29,10 +30,22 @@ INFERRING: tuple[Normalizer, ...] = (normalize_vercel_ai, normalize_openinferenc
                                      normalize_genai)
 
 
+def _inferred(spans: Sequence[SpanRecord]) -> RagRequest | None:
+    """The first inferred request with retrieval; else the first LLM-only one."""
+    llm_only = None
+    for normalize in INFERRING:
+        found = normalize(spans)
+        if found is not None and found.kind != "llm_only":
+            return found
+        llm_only = llm_only or found
+    return llm_only
+
+
 def normalize_trace(spans: Sequence[SpanRecord]) -> RagRequest | None:
-    """The request a trace records, or None when no span of it describes a RAG request."""
+    """The request a trace records, or None when no span of it describes a retrieval or an
+    LLM call."""
     own = decode_trace(spans)
-    inferred = next((found for normalize in INFERRING if (found := normalize(spans))), None)
+    inferred = _inferred(spans)
     if own is None or inferred is None:
         return own or inferred
     return merge_explicit(own, inferred)

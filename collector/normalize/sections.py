@@ -11,7 +11,8 @@ and the chunks' places (docs/zero-code.md, "Prompt sections"):
 - in the last user message, the text before its first chunk is ``instructions`` (the
   template's preamble), the text after its last chunk is ``format`` (what the template asks
   of the answer), and a message with no chunk in it is the ``question``;
-- wherever the request's question is found in the prompt text, that stretch is ``question``.
+- where the request's question is found in the prompt text (in the last user message if it
+  is there), that stretch is ``question``.
 
 The chunks themselves are cut out: a section never overlaps a placement.
 """
@@ -63,20 +64,24 @@ def prompt_sections(messages: Sequence[tuple[str | None, int]],
             first = max(start, min(s for s, _ in inside))
             last = min(end, max(e for _, e in inside))
             pieces += [("instructions", start, first), ("format", last, end)]
-    found = _find(prompt, question)
+    found = _find(prompt, question, spans[asking][1:] if asking is not None else None)
     if found is not None:
         pieces = _cut(pieces, [found]) + [("question", *found)]
     pieces = _cut(pieces, list(chunks))
     return tuple(PromptSection(kind=k, char_start=s, char_end=e) for k, s, e in _merge(pieces))
 
 
-def _find(prompt: str | None, question: str | None) -> tuple[int, int] | None:
-    """The last place the question appears verbatim in the prompt (templates put it after
-    the context more often than before)."""
+def _find(prompt: str | None, question: str | None,
+          asking: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """The last place the question appears verbatim in the last user message, else in the
+    prompt (templates put it after the context more often than before; a tool call's
+    arguments after the user message repeat it)."""
     q = (question or "").strip()
     if not prompt or len(q) < 3:
         return None
-    at = prompt.rfind(q)
+    at = prompt.rfind(q, *asking) if asking is not None else -1
+    if at < 0:
+        at = prompt.rfind(q)
     return (at, at + len(q)) if at >= 0 else None
 
 

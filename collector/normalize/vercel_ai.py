@@ -12,15 +12,17 @@ the ``LegacyOpenTelemetry`` integration of ``@ai-sdk/otel`` in ``ai`` 7):
   (``ai.usage.promptTokens`` and ``ai.usage.completionTokens`` before ai 5).
   The ``ai.generateText`` / ``ai.streamText`` span around the steps is no call of its own.
 - tool call spans (``ai.toolCall``): ``ai.toolCall.result`` is a retrieval when its JSON
-  holds documents (``tool_result_documents``), ranked in the tool's order;
+  holds documents (collector/normalize/tool_results.py, the rule every tool result is read
+  by), ranked in the tool's order;
   ``ai.toolCall.name`` names it in a warning when a trace retrieves more than once.
 - The AI SDK records no retrieval an app does itself (documents put into the prompt before
   ``generateText``). Such an app adds one span of its own, which is read here with the same
   trace: an OTel GenAI retrieval span (``gen_ai.retrieval.documents``) or an OpenInference
   RETRIEVER span.
 
-A trace is read here when one of its spans is an AI SDK LLM call and some retrieval (a tool
-result with documents, or the app's retrieval span) is in it.
+A trace is read here when one of its spans is an AI SDK LLM call: a RAG request when some
+retrieval (a tool result with documents, or the app's retrieval span) is in it, else an
+``llm_only`` one.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from typing import Any
 
 from midtrace.collector.normalize import genai, openinference
 from midtrace.collector.normalize.attr_values import (
-    identifier, integer, join_texts, json_value, number, source_id, string, text_length)
+    integer, join_texts, json_value, string, text_length)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
+from midtrace.collector.normalize.tool_results import tool_documents
 from midtrace.schemas.chunk_hash import RedactedText
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
@@ -57,10 +60,6 @@ LLM_OPERATIONS = frozenset({
     "ai.generateText.doGenerate", "ai.streamText.doStream",
     "ai.generateObject.doGenerate", "ai.streamObject.doStream"})
 
-# Where a tool result keeps its documents' text, and the list of them when it is an object.
-DOCUMENT_TEXT_FIELDS = ("text", "content", "pageContent", "page_content")
-DOCUMENT_LIST_FIELDS = ("documents", "results", "docs", "chunks", "sources")
-
 ATTRIBUTES_READ: tuple[str, ...] = (
     OPERATION_ID, PROMPT_MESSAGES, RESPONSE_TEXT, RESPONSE_OBJECT, MODEL_ID, RESPONSE_MODEL,
     USAGE_INPUT_TOKENS, USAGE_PROMPT_TOKENS, USAGE_OUTPUT_TOKENS, USAGE_COMPLETION_TOKENS,
@@ -81,40 +80,11 @@ def is_llm_call(span: SpanRecord) -> bool:
 
 # --- documents in a tool result ---------------------------------------------------------------
 
-def _listed(value: Any) -> list[Any] | None:
-    if isinstance(value, list):
-        return value
-    if isinstance(value, Mapping):
-        for key in DOCUMENT_LIST_FIELDS:
-            if isinstance(value.get(key), list):
-                return value[key]
-    return None
-
-
 def tool_result_documents(result: Any) -> tuple[tuple[int, Document], ...]:
-    """``(rank, document)`` for each document a tool returned, rank its 1-based place in the
-    result: a JSON list of strings, or of objects with the text under one of
-    ``DOCUMENT_TEXT_FIELDS`` (and optionally ``id``, ``score``, and a source under
-    ``metadata`` or the object itself); the list may be the value of one of
-    ``DOCUMENT_LIST_FIELDS`` of an object. Any other result holds no documents."""
-    listed = _listed(json_value(result))
-    if not listed:
-        return ()
-    if all(isinstance(item, str) for item in listed):
-        return tuple((i + 1, Document(text=item)) for i, item in enumerate(listed)
-                     if item.strip())
-    out = []
-    for i, item in enumerate(listed):
-        if not isinstance(item, Mapping):
-            continue
-        text = next((item[k] for k in DOCUMENT_TEXT_FIELDS if isinstance(item.get(k), str)), None)
-        if text is None:
-            continue
-        out.append((i + 1, Document(text=text, doc_id=identifier(item.get("id")),
-                                    score=number(item.get("score")),
-                                    source_id=source_id(json_value(item.get("metadata")))
-                                    or source_id(item))))
-    return tuple(out)
+    """``(rank, document)`` for each document a tool returned: the one rule every tool
+    result is read by (collector/normalize/tool_results.py; docs/zero-code.md, "Tool
+    results")."""
+    return tool_documents(result)
 
 
 # --- LLM calls --------------------------------------------------------------------------------
@@ -231,16 +201,15 @@ def normalize_vercel_ai(spans: Sequence[SpanRecord],
                         pattern: re.Pattern[str] | None = None) -> RagRequest | None:
     """The RAG request a trace of the Vercel AI SDK describes, or None.
 
-    None when no span of the trace is an AI SDK LLM call, or nothing in it retrieved
-    documents. Pure: the same spans in any order give the same request.
+    None when no span of the trace is an AI SDK LLM call; an ``llm_only`` request when
+    nothing in it retrieved documents. Pure: the same spans in any order give the same
+    request.
     """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
     calls = tuple(llm_call(s) for s in ordered if is_llm_call(s))
     if not calls:
         return None
     retrievals = tuple(r for s in ordered if (r := _retrieval(s)) is not None)
-    if not retrievals:
-        return None
     warnings = []
     if len(retrievals) > 1:
         names = ", ".join(string(r.span.attributes, TOOL_CALL_NAME) or r.span.name

@@ -23,8 +23,9 @@ from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from functools import cache
-from typing import Any
+from typing import Any, get_args
 
+from midtrace.schemas.model import RequestKind
 from midtrace.sql import sqlfiles
 
 FILTER_KEYS: tuple[str, ...] = (
@@ -37,6 +38,8 @@ BANDS: tuple[str, ...] = ("early", "middle", "late")
 TAXONOMY_CLASSES: tuple[str, ...] = (
     "ungraded", "answered", "missing", "dropped", "buried", "unused", "unlabeled")
 TRAFFIC = ("production", "experiment", "all")
+# what a stored trace is (docs/metrics.md, "Request kinds"); the metric views count `rag` only
+REQUEST_KINDS: tuple[str, ...] = get_args(RequestKind)
 # whose grades count (docs/grading.md, "Whose grades count"); unset is "all"
 GRADERS = ("all", "person", "references", "judge")
 MAX_OFFSET = 2**62  # DuckDB binds offsets as BIGINT
@@ -361,7 +364,8 @@ def run_settings(conn: Any) -> dict[str, Any]:
 
 
 def run_facets(conn: Any) -> dict[str, Any]:
-    """Distinct values of each equality filter, and the time range of the data."""
+    """Distinct values of each equality filter, the time range of the data, and how many
+    requests there are of each kind."""
     cursor = conn.execute(sqlfiles.query("facets"))
     row = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
     out: dict[str, Any] = {key: row[key] for key in
@@ -369,6 +373,7 @@ def run_facets(conn: Any) -> dict[str, Any]:
     out["context_bucket"] = [b for b in CONTEXT_BUCKETS if b in set(row["context_bucket"])]
     out["time"] = {"min": json_value(row["min_time"]), "max": json_value(row["max_time"])}
     out["requests"] = int(row["requests"])
+    out["kinds"] = {kind: int(row[kind]) for kind in REQUEST_KINDS}
     return out
 
 

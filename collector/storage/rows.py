@@ -32,6 +32,7 @@ REQUESTS = pa.schema([
     ("warnings", pa.list_(pa.string())),
     ("prompt_sections", pa.list_(pa.struct([("kind", pa.string()), ("token_start", pa.int32()),
                                             ("token_end", pa.int32())]))),
+    ("kind", pa.string()),
 ])
 CHUNKS = pa.schema([
     ("request_id", pa.int64()), ("chunk_id", pa.string()), ("ordinal", pa.int32()),
@@ -151,6 +152,7 @@ class Rows:
                               "token_end": x.token_end} for x in r.prompt_sections
                              if x.token_start is not None] or None
             if r.prompt_sections else None,
+            kind=req.kind,
         )
         _append(self.requests, values)
         chunks = r.chunks

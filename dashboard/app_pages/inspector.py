@@ -32,8 +32,8 @@ with st.container(border=True):
 
 
 def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
-    cols = [c for c in ("time", "question", "correct", "taxonomy_class", "decisive_band", "model",
-                        "template", "trace_id")
+    cols = [c for c in ("time", "kind", "question", "correct", "taxonomy_class", "decisive_band",
+                        "model", "template", "trace_id")
             if c in rows.columns]
 
     def open_chosen() -> None:
@@ -53,6 +53,13 @@ def pick_from(rows, key: str) -> None:  # type: ignore[no-untyped-def]
 
 
 PAGE_SIZE = 50
+# requests that are no answered RAG request: listed and shown, in no figure (docs/metrics.md)
+NOT_RAG = {
+    "retrieval_only": "Retrieval only: this trace retrieved documents but made no LLM call "
+                      "after it, so it is not an answered RAG request and is in no figure.",
+    "llm_only": "LLM only: this trace made an LLM call with no retrieval, so it is not a RAG "
+                "request and is in no figure.",
+}
 
 if search:
     params = data.params_key(filters.current())
@@ -84,6 +91,12 @@ if not trace_id:
     if not search:
         recent = ui.query(data.requests, data.params_key(filters.current()), limit=20)
         st.caption("The newest requests under the current filters. Select one to inspect it.")
+        kinds = (ui.query(data.facets) or {}).get("kinds") or {}
+        if kinds.get("retrieval_only") or kinds.get("llm_only"):
+            st.caption(f"Of {sum(kinds.values()):,} stored requests, "
+                       f"{kinds.get('retrieval_only', 0):,} are retrieval only and "
+                       f"{kinds.get('llm_only', 0):,} LLM only: listed here with their kind, "
+                       "in no figure (no answered RAG request).")
         if recent.empty:
             ui.no_rows()
         else:
@@ -97,7 +110,7 @@ if not TRACE_ID.match(trace_id):
 trace = ui.query(data.trace, trace_id)
 if trace is None:
     st.warning("No request with that trace id in this database (it may not have arrived yet, or "
-               "its trace had no answering LLM span).")
+               "its trace had neither retrieval nor an LLM call).")
     st.stop()
 
 request = trace.get("request") or {}
@@ -107,6 +120,8 @@ cites = frames.citations(trace, placed)
 cls = trace.get("taxonomy_class") or request.get("taxonomy_class")
 
 # --- header: the question and the request's facts -------------------------------------------
+if request.get("kind") in NOT_RAG:
+    st.info(NOT_RAG[request["kind"]])
 st.subheader("Question")
 st.text(request.get("question") or "(no question recorded)")
 facts = st.columns(6)

@@ -74,7 +74,7 @@ def test_every_field_of_a_request_survives(collector: Proc, db_path: Path) -> No
         "midtrace", None, [{"kind": "instructions", "token_start": 0, "token_end": 100},
                            {"kind": "question", "token_start": 1000, "token_end": 1080},
                            {"kind": "format", "token_start": 1080, "token_end": 1200}],
-        85)
+        85, "rag")
     chunks = rows(db_path, "SELECT c.* EXCLUDE (request_id, text_hash), t.text FROM chunks c "
                            "LEFT JOIN chunk_texts t USING (text_hash) ORDER BY ordinal")
     assert chunks == [

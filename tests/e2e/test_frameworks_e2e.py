@@ -4,7 +4,8 @@ exporter to a real collector process: the stored request has the prompt order, s
 dropped chunks and citations the pipeline really built.
 
 A retrieval-only and an LLM-only Haystack pipeline check the rules for traces that are not
-one retrieval and one answer (docs/zero-code.md).
+one retrieval and one answer (docs/zero-code.md): each a request of its kind, listed, in no
+metric.
 
 What the pipeline built is read from the prompt the stand-in received and the answer it
 gave; the expected order is also computed without the framework (LongContextReorder's and
@@ -30,6 +31,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from midtrace.client import open_client
+from midtrace.collector.query.reads import Filters
 from midtrace.collector.normalize.inferred import NO_LLM_WARNING
 from midtrace.sample_traces import dspy_rag_app, haystack_rag_app, llamaindex_rag_app
 from midtrace.sample_traces.policy_corpus import QUESTIONS, SOURCE, TEXT, keyword_scores
@@ -225,18 +228,34 @@ def test_retrieval_only_and_llm_only_traces_stay_what_they_are(
     found: list[Any] = []
     search_trace = traced(collector, HaystackInstrumentor(), lambda: found.extend(
         search.run({"retriever": {"query": question}})["retriever"]["documents"]))
-    chat_trace = traced(collector, HaystackInstrumentor(), lambda: chat.run(
-        {"prompt": {"note": TEXT["returns"], "question": question}}))
+    replies: list[str] = []
+    chat_trace = traced(collector, HaystackInstrumentor(), lambda: replies.append(chat.run(
+        {"prompt": {"note": TEXT["returns"], "question": question}})["llm"]["replies"][0].text))
+    # the requests list shows both, each with its kind and no failure class
+    client = open_client(url=collector.url, fresh=True)
+    try:
+        listed = client.requests(Filters())
+        overview = client.view("overview")
+    finally:
+        client.close()
+    assert sorted(zip(listed["trace_id"], listed["kind"],
+                      listed["taxonomy_class"].isna())) == sorted(
+        [(search_trace, "retrieval_only", True), (chat_trace, "llm_only", True)])
+    assert overview.empty or not overview["requests"].fillna(0).any()  # no RAG request
     collector.stop()
     with duckdb.connect(str(db_path), read_only=True) as conn:
-        requests = conn.execute("SELECT trace_id, answer, model, warnings FROM requests").fetchall()
+        requests = conn.execute("SELECT trace_id, kind, answer, model, warnings FROM requests "
+                                "ORDER BY kind DESC").fetchall()
         chunks = conn.execute("SELECT chunk_id, stage FROM chunks ORDER BY retrieval_rank").fetchall()
         spans = dict(conn.execute("SELECT trace_id, count(*) FROM spans GROUP BY trace_id")
                      .fetchall())
+        rag = conn.execute("SELECT count(*) FROM request_facts").fetchall()
+    (search_row, chat_row) = requests
     # the search is a request with what it retrieved, no answer, and says why
-    ((trace_id, answer, model, warnings),) = requests
-    assert (trace_id, answer, model) == (search_trace, None, None)
-    assert NO_LLM_WARNING in warnings
+    assert search_row[:4] == (search_trace, "retrieval_only", None, None)
+    assert NO_LLM_WARNING in search_row[4]
     assert chunks == [(d.id, "retrieved") for d in found]
-    # the chat turn is no request, and its spans are kept
+    # the chat turn is an LLM-only request: its answer and model, no chunk
+    assert chat_row[:4] == (chat_trace, "llm_only", replies[0], haystack_rag_app.MODEL)
     assert spans[chat_trace] >= 2 and spans[search_trace] >= 1
+    assert rag == [(0,)]  # neither counts in the metrics

@@ -139,7 +139,8 @@ def test_the_wheels_install_only_names_under_midtrace_and_carry_their_data(tmp_p
             "midtrace/sample_traces/langchain_rag.jsonl",
             "midtrace/sample_traces/llamaindex_rag.jsonl",
             "midtrace/sample_traces/haystack_rag.jsonl",
-            "midtrace/sample_traces/dspy_rag.jsonl", "midtrace/sql/sqlfiles.py",
+            "midtrace/sample_traces/dspy_rag.jsonl",
+            "midtrace/sample_traces/agents_rag.jsonl", "midtrace/sql/sqlfiles.py",
             "midtrace/collector/query/reads.py", "midtrace/sql/parts/filters.sql",
             "midtrace/sql/views/31_accuracy_by_band.sql",
             "midtrace/sql/migrations/001_core.sql"} <= main

@@ -24,18 +24,21 @@ CASE
 coalesce({{ correct }} = false AND n_decisive_in_prompt > 0 AND confidence >= {{ high_confidence }}, false)
 {%- endmacro -%}
 
-{#- request_facts as one kind of grader sees it; request_facts itself for all. -#}
-{%- macro graded_facts(grader) -%}
+{#- request_facts as one kind of grader sees it; request_facts itself for all. With
+    `every_kind`, request_facts_all: requests of every kind, not only `rag` ones (the requests
+    list; docs/metrics.md, "Request kinds"). -#}
+{%- macro graded_facts(grader, every_kind=False) -%}
+{%- set relation = "request_facts_all" if every_kind else "request_facts" -%}
 {%- if grader in (None, "all") -%}
-request_facts
+{{ relation }}
 {%- elif grader in ("person", "references", "judge") -%}
 (SELECT * REPLACE (
         correct_{{ grader }} AS correct,
         score_{{ grader }} AS score,
         CASE WHEN correct_{{ grader }} IS NOT NULL THEN '{{ grader }}' END AS grader,
-        {{ taxonomy_class("correct_" ~ grader) }} AS taxonomy_class,
+        CASE WHEN kind = 'rag' THEN {{ taxonomy_class("correct_" ~ grader) }} END AS taxonomy_class,
         {{ unsupported_confidence("correct_" ~ grader, "(SELECT high_confidence FROM metric_settings)") }} AS unsupported_confidence)
-    FROM request_facts)
+    FROM {{ relation }})
 {%- else -%}
 {{ fail("unknown grader " ~ grader) }}
 {%- endif -%}

@@ -5,12 +5,13 @@
 {%- from "parts/filters.sql" import conditions with context -%}
 {%- from "parts/graders.sql" import graded_facts -%}
 
-{#- `grader`: whose grades count (parts/graders.sql); None or "all" for the merged outcome. -#}
-{%- macro facts(filters, grader=None) -%}
+{#- `grader`: whose grades count (parts/graders.sql); None or "all" for the merged outcome.
+    `every_kind`: requests of every kind, not only `rag` ones (the requests list). -#}
+{%- macro facts(filters, grader=None, every_kind=False) -%}
 {%- if filters -%}
-(SELECT * FROM {{ graded_facts(grader) }} WHERE {{ conditions(filters) }})
+(SELECT * FROM {{ graded_facts(grader, every_kind) }} WHERE {{ conditions(filters) }})
 {%- else -%}
-{{ graded_facts(grader) }}
+{{ graded_facts(grader, every_kind) }}
 {%- endif -%}
 {%- endmacro -%}
 

@@ -6,6 +6,7 @@ CREATE OR REPLACE TABLE request_evidence (
     request_id           Int64,
     trace_id             Nullable(String),
     time                 Nullable(DateTime64(6, 'UTC')),
+    kind                 Nullable(String),
     week                 Nullable(Date32),
     service              Nullable(String),
     model                Nullable(String),

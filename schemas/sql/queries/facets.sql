@@ -1,5 +1,6 @@
 -- The distinct values of each equality filter and the time range of the requests, for the
 -- filter pickers (collector/query/reads.py, run_facets). Context buckets come unordered.
+-- The requests of each kind (docs/metrics.md, "Request kinds") are counted too.
 SELECT
     coalesce(list(DISTINCT service ORDER BY service) FILTER (WHERE service IS NOT NULL), [])
         AS service,
@@ -13,5 +14,8 @@ SELECT
     coalesce(list(DISTINCT context_bucket(prompt_tokens)), []) AS context_bucket,
     min(time) AS min_time,
     max(time) AS max_time,
-    count(*) AS requests
+    count(*) AS requests,
+    count(*) FILTER (WHERE coalesce(kind, 'rag') = 'rag') AS rag,
+    count(*) FILTER (WHERE kind = 'retrieval_only') AS retrieval_only,
+    count(*) FILTER (WHERE kind = 'llm_only') AS llm_only
 FROM requests;

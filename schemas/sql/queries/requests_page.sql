@@ -1,13 +1,14 @@
 -- One page of the requests list, newest first, with each request's question
--- (collector/query/reads.py, run_requests; filters as in parts/filters.sql).
+-- (collector/query/reads.py, run_requests; filters as in parts/filters.sql). Requests of
+-- every kind are listed (docs/metrics.md, "Request kinds"); only `rag` ones have a class.
 {% from "parts/metric_inputs.sql" import facts with context %}
 WITH page AS (
-    SELECT * FROM {{ facts(filters, grader) }}
+    SELECT * FROM {{ facts(filters, grader, every_kind=True) }}
     ORDER BY time DESC, request_id DESC
     LIMIT $limit OFFSET $offset
 )
 SELECT
-    page.trace_id, page.time, page.service, page.model, page.template, page.strategy,
+    page.trace_id, page.time, page.kind, page.service, page.model, page.template, page.strategy,
     page.experiment, page.condition, page.case_id, page.context_bucket, page.prompt_tokens,
     r.question, page.confidence, page.correct, page.grader, page.taxonomy_class, page.decisive_source,
     page.n_decisive, page.n_decisive_in_prompt, page.decisive_slot, page.decisive_band, page.k,

@@ -192,6 +192,7 @@ SELECT
     {{ bare("r.request_id") }},
     r.trace_id,
     r.time,
+    coalesce(r.kind, 'rag') AS kind,
     {{ iso_week("r.time") }} AS week,
     r.service,
     r.model,

@@ -12,9 +12,14 @@
 -- buried (in the prompt, every occurrence in the middle band).
 -- The `grader=` filter reads these facts through parts/graders.sql, which shares the
 -- taxonomy_class and unsupported_confidence definitions below.
+--
+-- request_facts_all has a row for every request whatever its kind (docs/metrics.md, "Request
+-- kinds"), for the requests list; request_facts, which every metric view reads, only the
+-- `rag` ones: a retrieval with no LLM call or an LLM call with no retrieval is no answered
+-- RAG request.
 {% from "parts/graders.sql" import taxonomy_class, unsupported_confidence %}
 {% from "parts/dialect.sql" import position_band, star_except with context -%}
-CREATE OR REPLACE VIEW request_facts AS
+CREATE OR REPLACE VIEW request_facts_all AS
 WITH facts AS (
     SELECT
         {{ star_except("e.*", "decisive_min_position, decisive_max_position") }},
@@ -28,6 +33,9 @@ WITH facts AS (
 )
 SELECT
     {{ star_except("*", "high_confidence") }},
-    {{ taxonomy_class("correct") }} AS taxonomy_class,
+    CASE WHEN kind = 'rag' THEN {{ taxonomy_class("correct") }} END AS taxonomy_class,
     {{ unsupported_confidence("correct", "high_confidence") }} AS unsupported_confidence
 FROM facts;
+
+CREATE OR REPLACE VIEW request_facts AS
+SELECT * FROM request_facts_all WHERE kind = 'rag';
