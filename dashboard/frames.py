@@ -430,6 +430,14 @@ def dollars(value: Any) -> str:
     return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:,.4f}"
 
 
+def token_count(value: Any) -> str:
+    """A token count short enough for a headline: 9,876, 311k, 3.0M."""
+    n = int(value or 0)
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:,.1f}M"
+    return f"{n / 1_000:,.0f}k" if n >= 10_000 else f"{n:,}"
+
+
 def cost_note(summary: dict[str, Any]) -> str:
     """How the costs of a ``cost_summary`` row are known, as one sentence of our own words
     (counts only): reported by the app, estimated from the price table (saying when at the

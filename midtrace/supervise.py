@@ -163,6 +163,8 @@ def collector_command(settings: CollectorSettings) -> tuple[list[str], dict[str,
         argv += ["--derive-workers", str(settings.derive_workers)]
     if not settings.keep_text:
         argv.append("--no-text")
+    if settings.prices is not None:
+        argv += ["--prices", str(settings.prices)]
     for url in settings.forward:
         argv += ["--forward", url]
     env = {k: v for k, v in os.environ.items() if k not in COLLECTOR_ENV}

@@ -39,7 +39,8 @@ TABLES = ("settings", "prices", "requests", "chunks", "placements", "outcomes", 
 # Views besides the metric views whose rows are compared: the per-request ones the metric
 # views are built on, the settings row and the attribute-limit warnings.
 BASE_VIEWS = ["metric_settings", "request_outcomes", "placement_positions",
-              "request_evidence_live", "request_facts", "request_costs", "attribute_limits"]
+              "request_evidence_live", "request_facts_all", "request_facts", "request_costs",
+              "attribute_limits"]
 # Columns only ClickHouse's rendering has: whether the merged outcome sets its required
 # constraints (a ClickHouse array cannot be NULL).
 CLICKHOUSE_ONLY = {"request_outcomes": ["required_constraints_set"]}

@@ -331,7 +331,7 @@ st.caption("Freeze this incident as a sweep case: its question, every retrieved 
            "--cases` and `midtrace gate --cases` read."
            + (" This request is in the set; adding it again replaces its case." if in_set else ""))
 with st.form("case_form", border=False):
-    case_answers = st.text_area("The case's accepted answers, one per line (what a right "
+    case_answers = st.text_area("Accepted answers for this case, one per line (what a right "
                                 "answer contains)", key="case_answers", height=68)
     add_case = st.form_submit_button("Add to case set")
 if add_case:

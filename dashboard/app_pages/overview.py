@@ -113,15 +113,18 @@ summary = ui.query(data.view, "cost_summary", params)
 total = summary.to_dict("records")[0] if not summary.empty else {}
 st.caption(frames.cost_note(total) + " Cost per correct answer: what the graded requests "
            "with a cost cost, over the correct answers among them.")
-cols = st.columns(3)
+cols = st.columns(4)
 cols[0].metric("Cost", frames.dollars(total.get("cost_usd")),
                help="What the priced requests in the range cost, in US dollars.")
 cols[1].metric("Cost per correct answer", frames.dollars(total.get("cost_per_correct")),
                help="The graded requests' cost over their correct answers; none when no "
                     "priced answer was graded correct.")
-cols[2].metric("Tokens", f"{int(total.get('prompt_tokens') or 0):,} in / "
-               f"{int(total.get('output_tokens') or 0):,} out",
-               help="Prompt and output tokens summed (unknown counts as none).")
+cols[2].metric("Prompt tokens", frames.token_count(total.get("prompt_tokens")),
+               help=f"{int(total.get('prompt_tokens') or 0):,} tokens in, summed (unknown "
+                    "counts as none).")
+cols[3].metric("Output tokens", frames.token_count(total.get("output_tokens")),
+               help=f"{int(total.get('output_tokens') or 0):,} tokens out, summed (unknown "
+                    "counts as none).")
 left, right = st.columns(2)
 with left:
     cost_weeks = ui.query(data.view, "cost_by_week", params, ("week",))

@@ -140,12 +140,15 @@ def test_serve_passes_every_collector_option_to_its_collector(tmp_path: Path) ->
 
 
 def test_a_child_collector_gets_every_setting_and_no_secret_in_argv(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"models": {}}')
     settings = CollectorSettings(
         db="/tmp/x.duckdb", host="::1", http_port=1234, max_body_bytes=3 * 1024 * 1024,
         queue_size=9, derive_workers=2, grpc_port=0, token="tok,en=1", keep_text=False,
         forward=("http://a:1", "http://b:2/v1/traces"),
-        forward_headers={"Authorization": "Basic a,b=c", "X-Team": "rag"}, forward_queue=11)
+        forward_headers={"Authorization": "Basic a,b=c", "X-Team": "rag"}, forward_queue=11,
+        prices=prices)
     assert all(getattr(settings, f.name) != f.default for f in fields(CollectorSettings)
                if f.default is not MISSING), "give every field a non-default value"
     argv, env = collector_command(settings)
