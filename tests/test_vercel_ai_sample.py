@@ -23,6 +23,9 @@ from tests.test_redact import read_back
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 FIXTURE = SAMPLES / "vercel_ai_rag.jsonl"
 EXPECTED = json.loads((SAMPLES / "vercel_ai" / "expected.json").read_text())
+# the same app through @ai-sdk/otel's default integration: OTel GenAI spans
+GENAI_FIXTURE = SAMPLES / "vercel_ai" / "genai_rag.jsonl"
+GENAI_EXPECTED = json.loads((SAMPLES / "vercel_ai" / "expected_genai.json").read_text())
 
 
 def traces_in(path: Path) -> dict[str, list[SpanRecord]]:
@@ -40,11 +43,11 @@ def traces() -> dict[str, list[SpanRecord]]:
     return traces_in(FIXTURE)
 
 
-def check_request(request: RagRequest, app: dict[str, Any]) -> None:
+def check_request(request: RagRequest, app: dict[str, Any], convention: str = "vercel_ai") -> None:
     """One stored request against what the app did in it."""
     record = request.record
     assert (request.convention, request.service, request.tokens_estimated) == (
-        "vercel_ai", EXPECTED["service"], True)
+        convention, EXPECTED["service"], True)
     assert request.warnings == ()
     assert (record.question, record.answer, record.model) == (
         app["question"], app["answer"], app["model"])
@@ -71,6 +74,43 @@ def test_every_request_is_read_as_the_app_made_it(traces: dict[str, list[SpanRec
         request = normalize_trace(traces[app["trace_id"]])
         assert request is not None, app["question"]
         check_request(request, app)
+
+
+@pytest.mark.parametrize("without_tool_spans", [False, True])
+def test_the_default_integration_is_read_through_the_genai_conventions(
+        without_tool_spans: bool) -> None:
+    # ai 7's default telemetry: chat spans, execute_tool spans with gen_ai.tool.call.result,
+    # an invoke_agent span around the steps. Without the tool spans, the tool responses in
+    # the answering chat's input messages are read instead.
+    traces = traces_in(GENAI_FIXTURE)
+    assert sorted(traces) == sorted(r["trace_id"] for r in GENAI_EXPECTED["requests"])
+    for app in GENAI_EXPECTED["requests"]:
+        spans = traces[app["trace_id"]]
+        operations = {s.attributes.get("gen_ai.operation.name") for s in spans}
+        assert "invoke_agent" in operations  # with the question and answer: no call of its own
+        assert ("execute_tool" in operations) == (app["shape"] == "tool")
+        if without_tool_spans:
+            spans = [s for s in spans if s.attributes.get("gen_ai.operation.name") != "execute_tool"]
+        request = normalize_trace(spans)
+        assert request is not None and request.kind == "rag", app["question"]
+        check_request(request, app, "genai")
+
+
+def test_an_agent_span_is_no_call_of_its_own_whatever_messages_it_carries() -> None:
+    # An instrumentation may record the whole conversation on the agent span; it still ends
+    # after the chat that answered and reports the tokens of every step together.
+    app = next(a for a in GENAI_EXPECTED["requests"] if a["shape"] == "tool")
+    spans = traces_in(GENAI_FIXTURE)[app["trace_id"]]
+    chats = sorted((s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"),
+                   key=lambda s: s.end_ns)
+    (agent,) = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent"]
+    assert agent.end_ns > chats[-1].end_ns
+    assert agent.attributes["gen_ai.usage.input_tokens"] != app["prompt_tokens"]
+    agent = replace(agent, attributes={
+        **agent.attributes, "gen_ai.input.messages": chats[-1].attributes["gen_ai.input.messages"]})
+    request = normalize_trace([agent if s.span_id == agent.span_id else s for s in spans])
+    assert request is not None
+    assert request.record.prompt_tokens == app["prompt_tokens"]  # the chat's, not the agent's
 
 
 def test_the_sample_covers_both_shapes_drops_and_positions() -> None:

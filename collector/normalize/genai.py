@@ -13,6 +13,15 @@ Read (spec: open-telemetry/semantic-conventions-genai, docs/gen-ai/gen-ai-spans.
   (OpenLLMetry) send ``gen_ai.prompt.<i>.content`` / ``gen_ai.completion.<i>.content``,
   ``gen_ai.usage.prompt_tokens`` and ``gen_ai.usage.completion_tokens``; those are read too.
 
+- tool spans (``gen_ai.operation.name`` = ``execute_tool``): ``gen_ai.tool.call.result``
+  is a retrieval when it holds documents (collector/normalize/tool_results.py, the rule every
+  tool result is read by), ``gen_ai.tool.call.arguments`` its query; read only when the
+  trace has no retrieval span with documents. With no such span, the ``tool_call_response``
+  parts of the inference spans' input messages are read the same way. A tool response is
+  part of the prompt (as compact JSON when it is not text), so its documents are found there.
+- agent spans (``invoke_agent``, ``create_agent``) and ``embeddings`` are no LLM call of
+  their own, whatever messages they carry.
+
 The specification requires only ``id`` and ``score`` per retrieved document. Without the
 text the documents are recorded as retrieved, with a warning: where they sat in the prompt
 cannot be inferred.
@@ -20,6 +29,7 @@ cannot be inferred.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +39,7 @@ from midtrace.collector.normalize.attr_values import (
     text_length)
 from midtrace.collector.normalize.inferred import Document, LlmCall, Observation, Ranking, assemble
 from midtrace.collector.normalize.locate import citation_pattern
+from midtrace.collector.normalize.tool_results import tool_documents
 from midtrace.schemas.model import RagRequest
 from midtrace.schemas.span import SpanRecord
 
@@ -54,12 +65,20 @@ CHOICE_EVENT = "gen_ai.choice"
 PROMPT_EVENT = "gen_ai.content.prompt"  # span events of older instrumentations
 COMPLETION_EVENT = "gen_ai.content.completion"
 
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+
 RETRIEVAL = "retrieval"
+EXECUTE_TOOL = "execute_tool"
 INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+# operations whose spans may carry messages but are no LLM call of their own
+NOT_INFERENCE = frozenset({"invoke_agent", "create_agent", EXECUTE_TOOL, "embeddings"})
+TOOL_RESPONSE_PART = "tool_call_response"
 _TEXT_KEYS = ("content", "text", "page_content")
 
 ATTRIBUTES_READ: tuple[str, ...] = (
-    OPERATION_NAME, RETRIEVAL_DOCUMENTS, RETRIEVAL_QUERY_TEXT, SYSTEM_INSTRUCTIONS,
+    OPERATION_NAME, RETRIEVAL_DOCUMENTS, RETRIEVAL_QUERY_TEXT, TOOL_CALL_RESULT,
+    TOOL_CALL_ARGUMENTS, SYSTEM_INSTRUCTIONS,
     INPUT_MESSAGES, OUTPUT_MESSAGES, REQUEST_MODEL, RESPONSE_MODEL, USAGE_INPUT_TOKENS,
     LEGACY_USAGE_PROMPT_TOKENS, USAGE_OUTPUT_TOKENS, LEGACY_USAGE_COMPLETION_TOKENS, f"{LEGACY_PROMPT}.<i>.content", f"{LEGACY_PROMPT}.<i>.role",
     f"{LEGACY_COMPLETION}.<i>.content",
@@ -93,6 +112,25 @@ def _parts_text(parts: Any) -> str | None:
     return parts_text(parts, "content", text_parts_only=True)
 
 
+def _tool_response(part: Any) -> str | None:
+    """A ``tool_call_response`` part's response as the model is sent it: text as is, any
+    other value as compact JSON."""
+    if not isinstance(part, Mapping) or part.get("type") != TOOL_RESPONSE_PART:
+        return None
+    response = part.get("response")
+    if response is None or isinstance(response, str):
+        return response
+    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+
+
+def _message_text(parts: Any) -> str | None:
+    """A message's text parts, then its tool responses, joined by newlines."""
+    text = _parts_text(parts)
+    responses = [t for p in parts if (t := _tool_response(p))] if isinstance(parts, list) else []
+    pieces = ([text] if text is not None else []) + responses
+    return join_texts("\n", pieces) if pieces else None
+
+
 def _messages(value: Any) -> list[tuple[str | None, str]]:
     listed = json_value(value)
     if not isinstance(listed, list):
@@ -101,11 +139,20 @@ def _messages(value: Any) -> list[tuple[str | None, str]]:
     for m in listed:
         if not isinstance(m, Mapping):
             continue
-        text = _parts_text(m.get("parts")) if "parts" in m else _parts_text(m.get("content"))
+        text = _message_text(m.get("parts")) if "parts" in m else _parts_text(m.get("content"))
         role = m.get("role")
         if text is not None:
             out.append((role if isinstance(role, str) else None, text))
     return out
+
+
+def _tool_responses(value: Any) -> list[str]:
+    """The tool responses among a span's input messages, in order."""
+    listed = json_value(value)
+    if not isinstance(listed, list):
+        return []
+    return [t for m in listed if isinstance(m, Mapping) and isinstance(m.get("parts"), list)
+            for p in m["parts"] if (t := _tool_response(p))]
 
 
 def _legacy(attrs: Mapping[str, Any], prefix: str) -> list[tuple[str | None, str]]:
@@ -127,9 +174,33 @@ def is_event(span: SpanRecord) -> bool:
 
 def is_inference(span: SpanRecord) -> bool:
     attrs = span.attributes
-    return not is_event(span) and (
-        attrs.get(OPERATION_NAME) in INFERENCE_OPERATIONS or INPUT_MESSAGES in attrs
+    operation = attrs.get(OPERATION_NAME)
+    return not is_event(span) and operation not in NOT_INFERENCE and (
+        operation in INFERENCE_OPERATIONS or INPUT_MESSAGES in attrs
         or any(k.startswith(LEGACY_PROMPT + ".") for k in attrs))
+
+
+def is_tool(span: SpanRecord) -> bool:
+    return (span.attributes.get(OPERATION_NAME) == EXECUTE_TOOL
+            or TOOL_CALL_RESULT in span.attributes)
+
+
+def _tool_rankings(ordered: Sequence[SpanRecord], calls: Sequence[LlmCall]) -> list[Ranking]:
+    """Documents tools returned: each tool span's result, in start order; with none, the
+    distinct tool responses in the calls' input messages, each read where it is first seen."""
+    out = [Ranking(s, docs, string(s.attributes, TOOL_CALL_ARGUMENTS), from_tool=True)
+           for s in ordered if is_tool(s)
+           if (docs := tool_documents(s.attributes.get(TOOL_CALL_RESULT)))]
+    if out:
+        return out
+    seen: set[str] = set()
+    for call in calls:
+        for text in _tool_responses(call.span.attributes.get(INPUT_MESSAGES)):
+            if text not in seen:
+                seen.add(text)
+                if docs := tool_documents(text):
+                    out.append(Ranking(call.span, docs, from_tool=True))
+    return out
 
 
 def _from_events(events: Sequence[SpanRecord]) -> dict[str, Any]:
@@ -223,11 +294,14 @@ def normalize_genai(spans: Sequence[SpanRecord],
                   if (docs := retrieved_documents(s.attributes))]
     calls = tuple(llm_call(s, events.get(s.span_id, ())) for s in ordered
                   if is_inference(s) and not is_retrieval(s))
+    if not retrievals:
+        retrievals = _tool_rankings(ordered, calls)
     if not retrievals and not calls:
         return None
     warnings = []
     if len(retrievals) > 1:
-        warnings.append(f"{len(retrievals)} retrieval spans; each chunk's retrieval rank is "
+        what = "tool results with documents" if retrievals[0].from_tool else "retrieval spans"
+        warnings.append(f"{len(retrievals)} {what}; each chunk's retrieval rank is "
                         "from the first retrieval that returned it")
     if retrievals and not any(d.text for r in retrievals for _, d in r.documents):
         warnings.append(f"{RETRIEVAL_DOCUMENTS} carries no document text (only ids and "
