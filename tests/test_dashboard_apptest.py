@@ -144,6 +144,9 @@ def test_overview_shows_what_the_answers_cost(env: Any, fixture_db: tuple[Path, 
     note = next(c.value for c in at.caption if "reported their cost" in c.value)
     assert f"{reported} of {len(records)} requests reported their cost" in note
     assert f"{unpriced} have no cost" in note
+    # the table per week, template and strategy counts correct answers: numbers, not "right"
+    table = next(d.value for d in at.dataframe if "correct answers" in d.value.columns)
+    assert table["correct answers"].sum() == correct
     specs = {s["layout"]["title"]["text"]: s for s in plotly_specs(at) if s["layout"].get("title")}
     bars = next(t for t in specs["Cost by week"]["data"] if t["type"] == "bar")
     assert sum(bars["y"]) == pytest.approx(total)

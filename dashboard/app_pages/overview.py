@@ -139,6 +139,8 @@ with right:
 detail = ui.query(data.view, "cost_by_week", params, ("template", "strategy"))
 if not detail.empty:
     detail = detail[detail["requests"] > 0]
+    # `correct` here counts answers: not the per-request verdict the tables say right/wrong for
     ui.table(detail[["week", "template", "strategy", "requests", "priced", "prompt_tokens",
-                     "output_tokens", "cost_usd", "correct", "cost_per_correct"]],
+                     "output_tokens", "cost_usd", "correct", "cost_per_correct"]]
+             .rename(columns={"correct": "correct answers"}),
              "cost_by_week_template_strategy", csv=detail)
