@@ -169,6 +169,14 @@ def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
     acknowledged (the query API's freshness wait, docs/query-api.md), then forget cached
     answers, so every page re-reads with the grade counted."""
     result: dict[str, Any] = client().post_outcome(outcome)
+    fresh_reads()
+    return result
+
+
+def fresh_reads() -> None:
+    """Wait until the collector behind the dashboard has derived everything it acknowledged
+    (the query API's freshness wait), then forget cached answers: every page re-reads with
+    what was just sent counted."""
     s = source()
     if s["url"]:
         fresh = open_client(url=s["url"], token=s["token"], fresh=True)
@@ -177,7 +185,6 @@ def post_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
         finally:
             fresh.close()
     st.cache_data.clear()
-    return result
 
 
 # --- replays from the inspector (docs/replay.md, "From the dashboard") -----------------------
@@ -255,5 +262,5 @@ def run_replay(plan: Any, model: str) -> Any:
     finally:
         chat.close()
         recorder.close()
-    st.cache_data.clear()
+    fresh_reads()  # the replays are acknowledged; the inspector lists them once derived
     return result
