@@ -118,14 +118,10 @@ def _features(low: str, question_words: frozenset[str]) -> list[_Feature]:
         if i in used:
             continue
         digit = t[0].isdigit()
-        if t in MONTHS and joined(i) and tokens[i + 1][2].isdigit() and len(tokens[i + 1][2]) <= 2:
-            end_i = i + 1
-            if i + 2 < n and len(tokens[i + 2][2]) == 4 and tokens[i + 2][2].isdigit() and \
-                    low[tokens[i + 1][1]:tokens[i + 2][0]] in (" ", ", "):
-                end_i = i + 2
-            _date(out, used, low, tokens, i, end_i)
-            continue
-        if digit and len(t) <= 2 and joined(i) and tokens[i + 1][2] in MONTHS:
+        if joined(i) and ((t in MONTHS and tokens[i + 1][2].isdigit()
+                           and len(tokens[i + 1][2]) <= 2)
+                          or (digit and len(t) <= 2 and tokens[i + 1][2] in MONTHS)):
+            # "March 3" or "3 March", and the year when one follows ("March 3, 2026")
             end_i = i + 1
             if i + 2 < n and len(tokens[i + 2][2]) == 4 and tokens[i + 2][2].isdigit() and \
                     low[tokens[i + 1][1]:tokens[i + 2][0]] in (" ", ", "):

@@ -1,3 +1,16 @@
+{#- The bodies both engines share (the Wilson intervals differ in how they square). -#}
+{%- set CONTEXT_BUCKET %}    CASE
+        WHEN prompt_tokens IS NULL THEN NULL
+        WHEN prompt_tokens < 4096 THEN '<4k'
+        WHEN prompt_tokens < 16384 THEN '4k-16k'
+        WHEN prompt_tokens < 65536 THEN '16k-64k'
+        ELSE '64k+'
+    END;{% endset -%}
+{%- set RELATIVE_POSITION %}    CASE
+        WHEN token_start IS NOT NULL AND token_end IS NOT NULL AND prompt_tokens IS NOT NULL
+            THEN least(((token_start + token_end) / 2.0) / prompt_tokens, 1.0)
+        ELSE (slot - 0.5) / k
+    END;{% endset -%}
 -- Helpers shared by the metric views: the settings as one row, Wilson score intervals,
 -- context-length buckets and ideal DCG.
 
@@ -26,21 +39,11 @@ CREATE OR REPLACE FUNCTION wilson_high AS (successes, n) ->
         / (1 + pow(1.959964, 2) / n))
     END;
 CREATE OR REPLACE FUNCTION context_bucket AS (prompt_tokens) ->
-    CASE
-        WHEN prompt_tokens IS NULL THEN NULL
-        WHEN prompt_tokens < 4096 THEN '<4k'
-        WHEN prompt_tokens < 16384 THEN '4k-16k'
-        WHEN prompt_tokens < 65536 THEN '16k-64k'
-        ELSE '64k+'
-    END;
+{{ CONTEXT_BUCKET }}
 CREATE OR REPLACE FUNCTION ideal_dcg AS (m) ->
     arraySum(arrayMap(i -> 1 / log2(i + 1), range(1, toUInt64(m) + 1)));
 CREATE OR REPLACE FUNCTION relative_position AS (token_start, token_end, prompt_tokens, slot, k) ->
-    CASE
-        WHEN token_start IS NOT NULL AND token_end IS NOT NULL AND prompt_tokens IS NOT NULL
-            THEN least(((token_start + token_end) / 2.0) / prompt_tokens, 1.0)
-        ELSE (slot - 0.5) / k
-    END;
+{{ RELATIVE_POSITION }}
 {%- else -%}
 -- Wilson score interval for `successes` out of `n` at 95% (z = 1.959964); NULL when n = 0.
 -- Clamped to [0, 1]: at 0 of n the low end is 0 only up to rounding (0 of 7 gave -3.6e-17).
@@ -60,13 +63,7 @@ CREATE OR REPLACE MACRO wilson_high(successes, n) AS
 
 -- docs/architecture.md, "Time": [0, 4096), [4096, 16384), [16384, 65536), [65536, ...).
 CREATE OR REPLACE MACRO context_bucket(prompt_tokens) AS
-    CASE
-        WHEN prompt_tokens IS NULL THEN NULL
-        WHEN prompt_tokens < 4096 THEN '<4k'
-        WHEN prompt_tokens < 16384 THEN '4k-16k'
-        WHEN prompt_tokens < 65536 THEN '16k-64k'
-        ELSE '64k+'
-    END;
+{{ CONTEXT_BUCKET }}
 
 -- DCG of the best possible order with m relevant items: sum over i = 1..m of 1 / log2(i + 1).
 CREATE OR REPLACE MACRO ideal_dcg(m) AS
@@ -76,11 +73,7 @@ CREATE OR REPLACE MACRO ideal_dcg(m) AS
 -- midpoint over the prompt's tokens, capped at 1; (slot - 0.5) / k when it has no offsets or
 -- the prompt's length is unknown.
 CREATE OR REPLACE MACRO relative_position(token_start, token_end, prompt_tokens, slot, k) AS
-    CASE
-        WHEN token_start IS NOT NULL AND token_end IS NOT NULL AND prompt_tokens IS NOT NULL
-            THEN least(((token_start + token_end) / 2.0) / prompt_tokens, 1.0)
-        ELSE (slot - 0.5) / k
-    END;
+{{ RELATIVE_POSITION }}
 
 -- [0, band_early_end) early, [band_early_end, band_late_start) middle, [band_late_start, 1] late.
 CREATE OR REPLACE MACRO position_band(relative_position) AS
