@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 4318
@@ -42,9 +43,34 @@ def check_exposure(host: str, token: str | None, what: str) -> None:
             "MIDTRACE_TOKEN (or --token, which other users can see in ps), or bind 127.0.0.1")
 
 
-def store_path(url: str) -> Path:
-    """The DuckDB file a ``--store`` value names: a path, or ``duckdb:///absolute/path``
-    (``duckdb://relative/path`` is relative to the working directory)."""
+CLICKHOUSE_SCHEMES = ("clickhouse", "clickhouses", "chdb")
+CLICKHOUSE_PASSWORD_ENV = "MIDTRACE_CLICKHOUSE_PASSWORD"
+
+
+@dataclass(frozen=True)
+class ClickHouseURL:
+    """A ClickHouse store (docs/architecture.md, "Two engines"): ``clickhouse://user@host:port/db``
+    (HTTP, port 8123 by default), ``clickhouses://...`` (HTTPS, 8443), or ``chdb:///path``
+    (the in-process engine on a folder). The password is never part of it: it comes from
+    MIDTRACE_CLICKHOUSE_PASSWORD when the store is opened."""
+
+    scheme: str
+    host: str = ""
+    port: int = 0
+    user: str = "default"
+    database: str = "default"
+    path: Path | None = None  # chdb
+
+    def __str__(self) -> str:
+        if self.scheme == "chdb":
+            return f"chdb://{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{self.user}@{host}:{self.port}/{self.database}"
+
+
+def parse_store(url: str) -> Path | ClickHouseURL:
+    """What a ``--store`` value names: a DuckDB file (a path, or ``duckdb:///absolute/path``;
+    ``duckdb://relative/path`` is relative to the working directory), or a ClickHouse store."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         if not url.strip():
@@ -52,11 +78,42 @@ def store_path(url: str) -> Path:
         return Path(url)
     if scheme == "duckdb" and rest:
         return Path(rest)
-    if scheme in ("clickhouse", "clickhouses", "chdb"):
-        raise SettingsError(f"{scheme}:// stores are not supported by this version of midtrace; "
-                            "give a DuckDB file path or duckdb:///path")
-    raise SettingsError(f"{url!r} is not a store midtrace knows: give a DuckDB file path or "
-                        "duckdb:///path")
+    if scheme == "chdb":
+        if not rest.strip("/"):
+            raise SettingsError("chdb:// needs a folder: chdb:///absolute/path or chdb://relative/path")
+        return ClickHouseURL("chdb", path=Path(rest))
+    if scheme in ("clickhouse", "clickhouses"):
+        return _server_url(scheme, url)
+    raise SettingsError(f"{url!r} is not a store midtrace knows: give a DuckDB file path, "
+                        "duckdb:///path, clickhouse://user@host:8123/db or chdb:///path")
+
+
+def _server_url(scheme: str, url: str) -> ClickHouseURL:
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise SettingsError(f"put the ClickHouse password in {CLICKHOUSE_PASSWORD_ENV}, not in "
+                            "the store URL (a URL shows in ps and in logs)")
+    if not parts.hostname:
+        raise SettingsError(f"{scheme}:// needs a host: {scheme}://user@host:port/database")
+    try:
+        port = parts.port or (8443 if scheme == "clickhouses" else 8123)
+    except ValueError as e:
+        raise SettingsError(f"{url!r}: {e}") from None
+    database = parts.path.strip("/") or "default"
+    if not database.replace("_", "").isalnum():
+        raise SettingsError(f"{database!r} is not a ClickHouse database name midtrace accepts "
+                            "(letters, digits and _)")
+    return ClickHouseURL(scheme, host=parts.hostname, port=port,
+                         user=unquote(parts.username or "default"), database=database)
+
+
+def store_path(url: str) -> Path:
+    """The DuckDB file a ``--store`` value names, for a command that has no ClickHouse path yet."""
+    store = parse_store(url)
+    if isinstance(store, ClickHouseURL):
+        raise SettingsError(f"this command cannot use a ClickHouse store ({store.scheme}://) "
+                            "yet: give a DuckDB file path or duckdb:///path")
+    return store
 
 
 @dataclass(frozen=True)

@@ -30,3 +30,23 @@ def collector(tmp_path: Path, db_path: Path) -> Iterator[Proc]:
     proc = start_collector(db_path, tmp_path / "collector.log")
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session")
+def chdb_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one chdb folder of this test process: chdb opens a single folder per process, so
+    every ClickHouse test in the process shares it and keeps apart by database
+    (``chdb_database``)."""
+    return tmp_path_factory.mktemp("chdb") / "store"
+
+
+@pytest.fixture
+def chdb_database(chdb_folder: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A ClickHouseURL of a new, empty database in this process's chdb folder."""
+    import dataclasses
+    import re
+
+    from midtrace.collector.settings import ClickHouseURL
+
+    name = "t_" + re.sub(r"\W", "_", request.node.name)[:80]
+    return dataclasses.replace(ClickHouseURL("chdb", path=chdb_folder), database=name)

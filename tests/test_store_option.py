@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
 from midtrace.cli import cli
+from midtrace.collector.settings import ClickHouseURL, SettingsError, parse_store
+from midtrace.collector.storage import clickhouse
 
 
 @pytest.mark.parametrize("args, env, used", [
@@ -35,8 +38,9 @@ def test_the_store_comes_from_the_flag_then_the_variables(
 @pytest.mark.parametrize("command", [["rebuild"], ["export", "--trace-id", "ab" * 16],
                                      ["collector"], ["report"], ["dashboard"]])
 @pytest.mark.parametrize("store, message", [
-    ("clickhouse://localhost:8123/traces", "not supported by this version"),
-    ("chdb:///tmp/x", "not supported by this version"),
+    ("clickhouse://localhost:8123/traces", "cannot use a ClickHouse store (clickhouse://) yet"),
+    ("chdb:///tmp/x", "cannot use a ClickHouse store (chdb://) yet"),
+    ("clickhouse://bob:secret@h/db", "MIDTRACE_CLICKHOUSE_PASSWORD, not in the store URL"),
     ("mysql://h/db", "is not a store midtrace knows"),
 ])
 def test_a_store_url_midtrace_cannot_open_is_a_usage_error(
@@ -44,3 +48,51 @@ def test_a_store_url_midtrace_cannot_open_is_a_usage_error(
     result = CliRunner().invoke(cli, [*command, "--store", store])
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize("url, parsed, shown", [
+    ("chdb:///var/midtrace", ClickHouseURL("chdb", path=Path("/var/midtrace")),
+     "chdb:///var/midtrace"),
+    ("clickhouse://ch.internal", ClickHouseURL("clickhouse", "ch.internal", 8123),
+     "clickhouse://default@ch.internal:8123/default"),
+    ("clickhouses://midtrace@ch.internal/traces",
+     ClickHouseURL("clickhouses", "ch.internal", 8443, "midtrace", "traces"),
+     "clickhouses://midtrace@ch.internal:8443/traces"),
+    ("clickhouse://[::1]:9000/t", ClickHouseURL("clickhouse", "::1", 9000, database="t"),
+     "clickhouse://default@[::1]:9000/t"),
+])
+def test_a_clickhouse_url_names_its_server_or_folder(url: str, parsed: ClickHouseURL,
+                                                     shown: str) -> None:
+    assert parse_store(url) == parsed
+    assert str(parsed) == shown
+
+
+@pytest.mark.parametrize("url, message", [
+    ("clickhouse://bob:secret@h/db", "MIDTRACE_CLICKHOUSE_PASSWORD"),
+    ("clickhouse:///db", "needs a host"),
+    ("clickhouse://h:70000/db", "Port out of range"),
+    ("clickhouse://h/traces;drop", "not a ClickHouse database name"),
+    ("chdb://", "needs a folder"),
+])
+def test_a_bad_clickhouse_url_says_what_is_wrong(url: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message) as e:
+        parse_store(url)
+    assert "secret" not in str(e.value)
+
+
+def test_a_chdb_store_opens_through_clickhouse_connect_with_the_session_settings(
+        chdb_database: ClickHouseURL, tmp_path: Path) -> None:
+    """connect() opens a chdb database with the client a server is read with, every query
+    carrying the settings that make ClickHouse answer as DuckDB; a second connect shares the
+    process's one chdb folder, and another folder is refused with a message."""
+    conn = clickhouse.connect(chdb_database)
+    assert clickhouse.connect(chdb_database) is conn
+    with pytest.raises(clickhouse.StoreError, match="cannot open chdb://.*other"):
+        clickhouse.connect(parse_store(f"chdb://{tmp_path}/other"))
+    settings = conn.query("SELECT getSetting('join_use_nulls') AS j, "
+                          "getSetting('aggregate_functions_null_for_empty') AS a").to_pylist()
+    assert settings == [{"j": True, "a": True}]
+    conn.command("CREATE TABLE t (x Int64) ENGINE = MergeTree ORDER BY x")
+    conn.insert("t", pa.table({"x": [3, 1, 2]}))
+    assert conn.query("SELECT sum(x) AS s FROM t WHERE x >= {lo:Int64}", {"lo": 2}).to_pylist() \
+        == [{"s": 5}]

@@ -19,7 +19,7 @@ import click
 
 from midtrace.collector.settings import (
     DEFAULT_FORWARD_QUEUE, DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_HTTP_PORT, DEFAULT_MAX_BODY_MB,
-    DEFAULT_QUEUE_SIZE, CollectorSettings, SettingsError, store_path)
+    DEFAULT_QUEUE_SIZE, ClickHouseURL, CollectorSettings, SettingsError, parse_store, store_path)
 from midtrace.supervise import DEFAULT_DASHBOARD_PORT
 
 EXIT_USAGE = 2
@@ -51,16 +51,20 @@ def from_env(param: str) -> bool:
 
 
 class StoreURL(click.ParamType):
-    """``--store``: a DuckDB path or ``duckdb:///path``; becomes the file's Path."""
+    """``--store``: a DuckDB path or ``duckdb:///path``, which becomes the file's Path; with
+    ``clickhouse``, also a ClickHouse store's URL, which becomes a ClickHouseURL."""
 
     name = "URL|PATH"
 
+    def __init__(self, clickhouse: bool = False) -> None:
+        self.clickhouse = clickhouse
+
     def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Path:
-        if isinstance(value, Path):
+                ctx: click.Context | None) -> Path | ClickHouseURL:
+        if isinstance(value, Path | ClickHouseURL):
             return value
         try:
-            return store_path(str(value))
+            return parse_store(str(value)) if self.clickhouse else store_path(str(value))
         except SettingsError as e:
             self.fail(str(e), param, ctx)
 
@@ -75,10 +79,12 @@ READ_STORE_HELP = ("A store to read instead of --url, opened read-only (no colle
 
 def store_option(required: bool = True, help: str = "Where midtrace stores traces: a DuckDB "
                  "file path or duckdb:///path.", envvar: tuple[str, ...] = (
-                     "MIDTRACE_STORE", "MIDTRACE_DB")):  # type: ignore[no-untyped-def]
-    """``--store URL`` with ``--db PATH`` as its alias; the value arrives as ``db``."""
+                     "MIDTRACE_STORE", "MIDTRACE_DB"),
+                 clickhouse: bool = False):  # type: ignore[no-untyped-def]
+    """``--store URL`` with ``--db PATH`` as its alias; the value arrives as ``db``. With
+    ``clickhouse`` the command takes a ClickHouse store too (docs/architecture.md)."""
     return click.option("--store", "--db", "db", envvar=list(envvar), show_envvar=True,
-                        required=required, type=StoreURL(), help=help)
+                        required=required, type=StoreURL(clickhouse), help=help)
 
 
 def filter_options(fn):  # type: ignore[no-untyped-def]
