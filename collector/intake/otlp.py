@@ -40,7 +40,20 @@ def any_value(v: AnyValue) -> AttrValue:
     if which == "bytes_value":
         return v.bytes_value
     if which == "array_value":
-        return [any_value(x) for x in v.array_value.values]
+        values = v.array_value.values
+        if not values:
+            return []
+        # Arrays are nearly always of one kind: read each element through the first one's
+        # field. A field that reads empty (0, "", or another kind set) is decoded in full,
+        # so any array still decodes exactly (bench/ingest.py: own conventions).
+        first = values[0].WhichOneof("value")
+        if first == "string_value":
+            return [x.string_value or any_value(x) for x in values]
+        if first == "int_value":
+            return [x.int_value or any_value(x) for x in values]
+        if first == "double_value":
+            return [x.double_value or any_value(x) for x in values]
+        return [any_value(x) for x in values]
     if which == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
     raise PayloadError(f"unknown AnyValue field {which!r}")
