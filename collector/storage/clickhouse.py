@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from midtrace.collector.settings import CLICKHOUSE_PASSWORD_ENV, ClickHouseURL
+from midtrace.collector.storage.database import StoreError  # one line: what is wrong, what to do
 from midtrace.sql import sqlfiles
 
 ENGINE = "clickhouse"
@@ -29,10 +30,6 @@ _END = re.compile(r";[ \t]*$", re.M)
 
 class Session(Protocol):
     def query(self, sql: str, *args: Any, **kwargs: Any) -> Any: ...
-
-
-class StoreError(Exception):
-    """A ClickHouse store that cannot be opened or used; the message says what to do."""
 
 
 class Connection:
