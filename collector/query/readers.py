@@ -66,6 +66,8 @@ class ClickHouseReader:
 
     - a column selected as ``alias.name`` is called ``name``, as DuckDB calls it (ClickHouse
       keeps the qualified name when more than two joined relations have a column ``name``);
+    - an unsigned integer (ClickHouse's ``count()`` is a UInt64) is signed, as DuckDB's are,
+      so that the difference of two counts can be negative in a data frame;
     - a ClickHouse array is never NULL: where a table keeps a ``<list>_set`` flag beside a
       list (docs/architecture.md, "Two engines"), :meth:`dicts` gives the list as DuckDB
       does, NULL when the flag says it was not set, and leaves the flag out."""
@@ -80,7 +82,11 @@ class ClickHouseReader:
         names = table.column_names
         bare = [n.rsplit(".", 1)[-1] if "." in n and n.rsplit(".", 1)[-1] not in names else n
                 for n in names]
-        return table.rename_columns(bare) if bare != names else table
+        if bare != names:
+            table = table.rename_columns(bare)
+        signed = pa.schema([field.with_type(_SIGNED.get(field.type, field.type))
+                            for field in table.schema])
+        return table.cast(signed) if signed != table.schema else table
 
     def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
         return _tuples(self.arrow(sql, params))
@@ -100,6 +106,10 @@ class ClickHouseReader:
 
     def close(self) -> None:
         """The store's connection outlives a read: it is shared (clickhouse.connect)."""
+
+
+_SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
+           pa.uint64(): pa.int64()}
 
 
 def _tuples(table: pa.Table) -> list[tuple[Any, ...]]:
