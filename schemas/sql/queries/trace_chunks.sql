@@ -1,5 +1,9 @@
 {% from "parts/filters.sql" import param with context -%}
 {% from "parts/dialect.sql" import list_contains with context -%}
+{#- ClickHouse: a scalar subquery over no rows (no outcome) cannot be an array; any() over
+    none gives the empty one. -#}
+{% set decisive_ids = "(SELECT any(decisive_chunk_ids) FROM outcome)" if engine == "clickhouse"
+                      else "(SELECT decisive_chunk_ids FROM outcome)" -%}
 -- The chunks of one request in the order the app listed them, text inline, with whether
 -- each is decisive (by the request's rule) and cited.
 WITH facts AS (
@@ -14,7 +18,7 @@ SELECT
     c.retrieval_rank, c.retrieval_score, c.rerank_rank, c.rerank_score, c.label, c.authority,
     c.updated, c.decisive AS marked_decisive,
     coalesce(CASE (SELECT decisive_source FROM facts)
-        WHEN 'outcome' THEN {{ list_contains("(SELECT decisive_chunk_ids FROM outcome)", "c.chunk_id") }}
+        WHEN 'outcome' THEN {{ list_contains(decisive_ids, "c.chunk_id") }}
         WHEN 'marked' THEN c.decisive
         WHEN 'label' THEN c.label IN ('direct_answer', 'exception_constraint')
     END, false) AS is_decisive,
