@@ -145,5 +145,7 @@ def same(e: Any, g: Any) -> bool:
     if isinstance(e, float) or isinstance(g, float):
         if e is None or g is None:
             return False
+        if math.isnan(e) and math.isnan(g):  # a missing value in a data frame
+            return True
         return math.isclose(float(e), float(g), rel_tol=REL, abs_tol=1e-12)
     return bool(e == g)
