@@ -182,12 +182,36 @@ def test_a_clickhouse_client_reads_as_a_file_client_and_writes_nothing(
                                                     list(file.requests(Filters(), limit=5)["trace_id"]))
         overview, expected = ch.view("overview"), file.view("overview")
         assert list(overview.columns) == list(expected.columns)
+        # counts signed, as DuckDB's: a difference of two may be negative in the frame
+        assert list(overview.dtypes) == list(expected.dtypes)
+        assert (overview["wrong"] - overview["requests"]).iloc[0] < 0
         assert overview.iloc[0]["requests"] == expected.iloc[0]["requests"] > 0
         with pytest.raises(ReadOnlyError, match="read-only; grade through a running collector"):
             ch.post_outcome({"trace_id": TRACES["graded twice"], "correct": True})
     finally:
         file.close()
         ch.close()
+
+
+def test_an_empty_clickhouse_store_reads_as_an_empty_duckdb_file(
+        chdb_database: ClickHouseURL, tmp_path: Path) -> None:
+    from midtrace.collector.storage.store import Store
+
+    Store.open(tmp_path / "empty.duckdb").close()
+    duck = duckdb.connect(str(tmp_path / "empty.duckdb"), read_only=True)
+    conn = clickhouse.connect(chdb_database)
+    clickhouse.create_schema(conn)
+    try:
+        stores = (reads.read_cursor(duck), reads.reader(conn))
+        for fn in (reads.run_facets, reads.run_settings, lambda db: reads.run_trace(db, "0" * 32),
+                   lambda db: reads.run_requests(db)[1],
+                   lambda db: reads.run_view(db, "overview").to_pylist(),
+                   lambda db: reads.run_request_texts(db).num_rows):
+            expected, got = both(stores, fn)
+            assert same(expected, got), (expected, got)
+        assert open_client(db=chdb_database).facets()["requests"] == 0
+    finally:
+        duck.close()
 
 
 def test_a_database_without_midtrace_tables_is_not_a_store(chdb_database: ClickHouseURL) -> None:

@@ -1,7 +1,9 @@
 """The read side: named metric views, filters, group-by keys, and the queries that run them.
 
 Every read the query API, the Python client and the CLI make is built here, so the HTTP
-backend (which runs these server side) and the file backend return the same frames. No
+backend (which runs these server side) and the store backends return the same frames. Each
+``run_*`` function takes a DuckDB connection or cursor, a ClickHouse store's connection, or a
+reader of either (readers.py), and renders its SQL for that reader's engine. No
 caller SQL is ever run: view names and group-by keys come only from allowlists, and every
 filter value is bound as a parameter.
 
@@ -25,11 +27,11 @@ from decimal import Decimal
 from functools import cache
 from typing import Any, get_args
 
-from midtrace.collector.query.readers import Reader, read_cursor, reader
+from midtrace.collector.query.readers import Reader as Reader
+from midtrace.collector.query.readers import read_cursor as read_cursor
+from midtrace.collector.query.readers import reader
 from midtrace.schemas.model import RequestKind
 from midtrace.sql import sqlfiles
-
-__all__ = ["Reader", "read_cursor", "reader"]  # the readers the functions below take
 
 FILTER_KEYS: tuple[str, ...] = (
     "since", "until", "service", "model", "template", "strategy", "experiment", "context_bucket",
