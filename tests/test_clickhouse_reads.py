@@ -169,6 +169,34 @@ def test_run_trace_prompts(stores: tuple[reads.Reader, reads.Reader], case: str)
     assert bool(expected) == (case == "LangChain's, with its prompt")
 
 
+def test_the_query_api_answers_from_a_clickhouse_store_as_from_duckdb(
+        sample_stores: tuple[Path, ClickHouseURL]) -> None:
+    """The API's routes over a ClickHouse store's connection give the JSON they give over a
+    DuckDB connection."""
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from midtrace.collector.query.api import query_routes
+
+    db, url = sample_stores
+    duck, ch = duckdb.connect(str(db), read_only=True), clickhouse.connect(url)
+    graded, prompted = TRACES["graded twice"], TRACES["LangChain's, with its prompt"]
+    paths = ["/api/v1/views/overview?group_by=model", "/api/v1/views/accuracy_by_band?traffic=all",
+             "/api/v1/requests?q=refund&limit=20&offset=5", "/api/v1/request-texts?limit=10",
+             f"/api/v1/traces/{graded}", f"/api/v1/prompts/{prompted}", "/api/v1/facets",
+             "/api/v1/settings", f"/api/v1/traces/{TRACES['missing']}"]
+    try:
+        answers = []
+        for conn in (duck, ch):
+            with TestClient(Starlette(routes=query_routes(lambda c=conn: c))) as http:
+                answers.append([(r.status_code, r.json()) for r in map(http.get, paths)])
+    finally:
+        duck.close()
+    for path, expected, got in zip(paths, *answers, strict=True):
+        assert expected[0] == (404 if path.endswith(TRACES["missing"]) else 200), path
+        assert same(expected, got), path
+
+
 def test_a_clickhouse_client_reads_as_a_file_client_and_writes_nothing(
         sample_stores: tuple[Path, ClickHouseURL]) -> None:
     db, url = sample_stores
