@@ -349,11 +349,12 @@ def _page(store: str, env: pytest.MonkeyPatch, page: str | None = None,
     if trace_id is not None:
         at.text_input(key="trace_id").input(trace_id).run()
     assert not at.exception, at.exception
+    named = store if "://" in store else Path(store).name  # as the sidebar names it
     shown: list[tuple[str, Any]] = []
     for kind in ("metric", "subheader", "text", "caption", "markdown", "warning", "info"):
         for element in at.get(kind):
             value = (element.label, element.value) if kind == "metric" else element.value
-            if store not in str(value) and Path(store).name not in str(value):
+            if named not in str(value):
                 shown.append((kind, value))
     shown += [("table", frame.value.to_dict("list")) for frame in at.dataframe]
     shown += [("chart", json.loads(chart.proto.spec)["data"]) for chart in at.get("plotly_chart")]
