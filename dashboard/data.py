@@ -1,7 +1,8 @@
 """Data access for the pages: one cached client, query results cached by filter values.
 
 The source comes from the environment `midtrace dashboard` sets (midtrace/supervise.py):
-MIDTRACE_URL (a collector's query API) or MIDTRACE_DB (a DuckDB file, opened read-only).
+MIDTRACE_URL (a collector's query API) or MIDTRACE_DB (a store opened read-only: a DuckDB file,
+or a ClickHouse store's URL).
 Every cached function takes the filters as a sorted tuple of URL parameters, so the cache key
 is exactly what the URL says.
 """
@@ -16,13 +17,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from midtrace.supervise import ENV_DB, ENV_REQUIRE_TOKEN, ENV_TOKEN, ENV_URL
+from midtrace.supervise import ENV_DB, ENV_REQUIRE_TOKEN, ENV_TOKEN, ENV_URL, is_clickhouse
 from midtrace.client import Filters, open_client
 
 Params = tuple[tuple[str, str], ...]
 
-# A collector keeps receiving traces, so its answers go stale; a DuckDB file opened
-# read-only does not change under us.
+# A collector keeps receiving traces, so its answers go stale, and so may a ClickHouse store,
+# which others write; a DuckDB file opened read-only does not change under us.
 LIVE_TTL_SECONDS = 30
 
 # Shown while a query runs, only when its answer is not cached yet: a spinner around every
@@ -43,6 +44,8 @@ def describe_source() -> str:
     s = source()
     if s["url"]:
         return f"collector {s['url']}"
+    if s["db"] and is_clickhouse(s["db"]):
+        return f"{s['db']} (read-only)"
     if s["db"]:
         return f"{os.path.basename(s['db'])} (read-only)"
     return "no source"
@@ -80,9 +83,11 @@ Source = tuple[str | None, str | None, int]
 
 def _src() -> Source:
     """Part of every cache key: answers from one source never serve another, and answers from
-    a live collector age out after LIVE_TTL_SECONDS (a file opened read-only never changes)."""
+    a live collector or a ClickHouse store age out after LIVE_TTL_SECONDS (a file opened
+    read-only never changes)."""
     s = source()
-    epoch = int(time.time() // LIVE_TTL_SECONDS) if s["url"] else 0
+    live = s["url"] or (s["db"] and is_clickhouse(s["db"]))
+    epoch = int(time.time() // LIVE_TTL_SECONDS) if live else 0
     return s["url"], s["db"], epoch
 
 

@@ -21,6 +21,11 @@ from midtrace.commands import cases, grading, reading, replaying, serving, stora
 def cli(log_level: str) -> None:
     """midtrace: where the evidence sat in the prompt when a RAG answer went wrong."""
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if log_level in ("warning", "error"):
+        # A ClickHouse store that cannot be reached is said in one line (midtrace/client.py);
+        # the ClickHouse driver's warnings about its retries would only repeat it.
+        for name in ("clickhouse_connect", "urllib3.connectionpool"):
+            logging.getLogger(name).setLevel(logging.ERROR)
 
 
 for command in (serving.collector, serving.dashboard, serving.serve, serving.demo,

@@ -1,9 +1,10 @@
-"""One client for midtrace's numbers: over HTTP from a running collector, or from a DuckDB file.
+"""One client for midtrace's numbers: over HTTP from a running collector, or from a store.
 
 ``open_client(url=...)`` reads through the collector's query API (docs/query-api.md);
-``open_client(db=...)`` opens a database file read-only, which works only while no collector
-holds it. Both run the same SQL (collector/query/reads.py; the HTTP API runs it server side), so
-they return the same frames.
+``open_client(db=...)`` opens a store read-only: a DuckDB file, which works only while no
+collector holds it, or a ClickHouse store (a ClickHouseURL, or its URL as text). All run the
+same SQL (collector/query/reads.py; the HTTP API runs it server side), so they return the
+same frames.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import pyarrow.ipc
 
 from midtrace.collector.query import reads
 from midtrace.collector.query.reads import NO_EXPERIMENT, Filters, QueryError
+from midtrace.collector.settings import ClickHouseURL, SettingsError, parse_store
+from midtrace.sql import sqlfiles
 
-__all__ = ["NO_EXPERIMENT", "Client", "ClientError", "Filters", "FileClient", "HttpClient",
-           "QueryError", "ReadOnlyError", "SourceError", "open_client"]
+__all__ = ["NO_EXPERIMENT", "ClickHouseClient", "Client", "ClientError", "Filters", "FileClient",
+           "HttpClient", "QueryError", "ReadOnlyError", "SourceError", "open_client"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 T = TypeVar("T")
@@ -99,10 +102,55 @@ class _Backend:
         self.close()
 
 
-class FileClient(_Backend):
-    """Reads a midtrace DuckDB file opened read-only."""
+class _StoreClient(_Backend):
+    """Reads a store opened read-only, running collector/query/reads.py on a reader of it."""
 
     read_only = True
+    last_total: int | None = None
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        raise NotImplementedError
+
+    def view(self, name: str, filters: Filters = Filters(),
+             group_by: Sequence[str] = ()) -> pd.DataFrame:
+        return to_frame(self._read(lambda db: reads.run_view(db, name, filters, group_by)))
+
+    def views(self) -> list[dict[str, Any]]:
+        return [{"name": v.name, "description": v.description, "keys": list(v.keys)}
+                for v in reads.metric_views().values()]
+
+    def requests_page(self, filters: Filters = Filters(), search: str | None = None,
+                      taxonomy_class: str | None = None, limit: int = 50,
+                      offset: int = 0) -> tuple[pd.DataFrame, int]:
+        """A page of requests and how many match in all (also kept in ``last_total``)."""
+        table, total = self._read(lambda db: reads.run_requests(
+            db, filters, search, taxonomy_class, limit, offset))
+        self.last_total = total
+        return to_frame(table), total
+
+    def trace(self, trace_id: str) -> dict[str, Any] | None:
+        return self._read(lambda db: reads.run_trace(db, trace_id))
+
+    def request_texts(self, filters: Filters = Filters(), limit: int = 500,
+                      offset: int = 0) -> pa.Table:
+        """A page of requests with question, answer and chunk texts (reads.run_request_texts)."""
+        return self._read(lambda db: reads.run_request_texts(db, filters, limit, offset))
+
+    def prompts(self, trace_id: str) -> list[str]:
+        """The prompt texts the trace's LLM spans carried, the last call first
+        (reads.run_trace_prompts)."""
+        return self._read(lambda db: reads.run_trace_prompts(db, trace_id))
+
+    def facets(self) -> dict[str, Any]:
+        return self._read(reads.run_facets)
+
+    def settings(self) -> dict[str, float]:
+        """The settings the metric views apply (band thresholds, min_n, high_confidence)."""
+        return dict(self._read(reads.run_settings)["settings"])
+
+
+class FileClient(_StoreClient):
+    """Reads a midtrace DuckDB file opened read-only."""
 
     def __init__(self, path: str | Path) -> None:
         from midtrace.collector.storage.store import (
@@ -118,11 +166,11 @@ class FileClient(_Backend):
         # Nothing here reads files or the network; a database-wide guard against that.
         forbid_external_access(self.conn)
         self.path = path
-        self.last_total: int | None = None
+        self.last_total = None
 
     def _read(self, fn: Callable[[Any], T]) -> T:
-        """``fn`` on a read cursor; a DuckDB error (a damaged block, say) as a SourceError that
-        says what to do."""
+        """``fn`` on a reader of its own cursor; a DuckDB error (a damaged block, say) as a
+        SourceError that says what to do."""
         import duckdb
 
         from midtrace.collector.storage.database import describe
@@ -136,49 +184,63 @@ class FileClient(_Backend):
         except duckdb.Error as e:
             raise SourceError(str(describe(self.path, e))) from e
 
-    def view(self, name: str, filters: Filters = Filters(),
-             group_by: Sequence[str] = ()) -> pd.DataFrame:
-        return to_frame(self._read(lambda cur: reads.run_view(cur, name, filters, group_by)))
-
-    def views(self) -> list[dict[str, Any]]:
-        return [{"name": v.name, "description": v.description, "keys": list(v.keys)}
-                for v in reads.metric_views().values()]
-
-    def requests_page(self, filters: Filters = Filters(), search: str | None = None,
-                      taxonomy_class: str | None = None, limit: int = 50,
-                      offset: int = 0) -> tuple[pd.DataFrame, int]:
-        """A page of requests and how many match in all (also kept in ``last_total``)."""
-        table, total = self._read(lambda cur: reads.run_requests(
-            cur, filters, search, taxonomy_class, limit, offset))
-        self.last_total = total
-        return to_frame(table), total
-
-    def trace(self, trace_id: str) -> dict[str, Any] | None:
-        return self._read(lambda cur: reads.run_trace(cur, trace_id))
-
-    def request_texts(self, filters: Filters = Filters(), limit: int = 500,
-                      offset: int = 0) -> pa.Table:
-        """A page of requests with question, answer and chunk texts (reads.run_request_texts)."""
-        return self._read(lambda cur: reads.run_request_texts(cur, filters, limit, offset))
-
-    def prompts(self, trace_id: str) -> list[str]:
-        """The prompt texts the trace's LLM spans carried, the last call first
-        (reads.run_trace_prompts)."""
-        return self._read(lambda cur: reads.run_trace_prompts(cur, trace_id))
-
-    def facets(self) -> dict[str, Any]:
-        return self._read(reads.run_facets)
-
-    def settings(self) -> dict[str, float]:
-        """The settings the metric views apply (band thresholds, min_n, high_confidence)."""
-        return dict(self._read(reads.run_settings)["settings"])
-
     def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
         raise ReadOnlyError("opened read-only from a file; grade through a running collector")
 
     def close(self) -> None:
         self.conn.close()
 
+
+class ClickHouseClient(_StoreClient):
+    """Reads a midtrace ClickHouse store (docs/architecture.md, "Two engines"): a server, or a
+    chdb folder in this process. Read-only: grades go through a running collector."""
+
+    def __init__(self, url: ClickHouseURL) -> None:
+        from midtrace.collector.storage import clickhouse
+
+        try:
+            self.conn = clickhouse.connect(url)
+        except clickhouse.StoreError as e:
+            raise SourceError(str(e)) from None
+        self.url = url
+        self.last_total = None
+        self.reader = reads.reader(self.conn)
+        present = {name for (name,) in self._read(lambda db: db.rows(
+            sqlfiles.query("store_tables", engine=db.engine)))}
+        missing = [name for name in STORE_TABLES if name not in present]
+        if missing:
+            more = f" (nor {len(missing) - 1} more of midtrace's)" if len(missing) > 1 else ""
+            raise SourceError(f"{url} is not a midtrace store: its database {url.database} "
+                              f"has no table or view {missing[0]}{more}")
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        """``fn`` on the store's reader; a ClickHouse error (the server gone, a table
+        missing) as a SourceError naming the store, in one line."""
+        from clickhouse_connect.driver.exceptions import Error
+
+        try:
+            return fn(self.reader)
+        except Error as e:
+            raise SourceError(f"{self.url}: {_first_line(e)}") from None
+
+    def post_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        raise ReadOnlyError("a ClickHouse store is opened read-only; grade through a running "
+                            "collector")
+
+    def close(self) -> None:
+        # a chdb folder stays open for the process (clickhouse.connect shares it); a server's
+        # client is this one's own
+        if self.url.scheme != "chdb":
+            self.conn.close()
+
+
+# What a ClickHouse store must hold for every read: the tables the reads join and the views.
+STORE_TABLES = ("requests", "chunks", "placements", "outcomes", "request_evidence",
+                "request_facts", *sorted(reads.metric_views()))
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 class HttpClient(_Backend):
@@ -299,15 +361,23 @@ class HttpClient(_Backend):
 
 
 
-def open_client(url: str | None = None, db: str | Path | None = None,
+def open_client(url: str | None = None, db: str | Path | ClickHouseURL | None = None,
                 token: str | None = None, fresh: bool = False) -> Client:
-    """A client for a running collector (``url``) or a database file (``db``), not both.
+    """A client for a running collector (``url``) or a store (``db``: a DuckDB file's path, a
+    ClickHouseURL, or a store's URL as ``--store`` takes it), not both.
 
     ``fresh``: reads through a collector first wait until every export it acknowledged is
-    derived (a file has nothing pending)."""
+    derived (a store read directly has nothing pending)."""
     if (url is None) == (db is None):
-        raise ValueError("give either url (a running collector) or db (a DuckDB file)")
+        raise ValueError("give either url (a running collector) or db (a store)")
     if url is not None:
         return HttpClient(url, token=token, fresh=fresh)
     assert db is not None
+    if isinstance(db, str) and "://" in db:
+        try:
+            db = parse_store(db)
+        except SettingsError as e:
+            raise SourceError(str(e)) from None
+    if isinstance(db, ClickHouseURL):
+        return ClickHouseClient(db)
     return FileClient(db)

@@ -30,7 +30,8 @@ from urllib.parse import quote
 import httpx
 
 from midtrace.collector.settings import (
-    DEFAULT_HOST, CollectorSettings, SettingsError, check_exposure, is_loopback)
+    DEFAULT_HOST, ClickHouseURL, CollectorSettings, SettingsError, check_exposure, is_loopback,
+    parse_store)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,9 @@ HEALTH_PATH = "/_stcore/health"
 COLLECTOR_READY = re.compile(r"listening on (http://\S+)")
 DEFAULT_DASHBOARD_PORT = 8501
 
-# What the app reads (dashboard/data.py): where the data is, and whether to ask for the token.
+# What the app reads (dashboard/data.py): where the data is (a collector's URL, or a store: a
+# DuckDB file's absolute path or a ClickHouse store's URL, its password left in
+# MIDTRACE_CLICKHOUSE_PASSWORD), and whether to ask for the token.
 ENV_URL = "MIDTRACE_URL"
 ENV_DB = "MIDTRACE_DB"
 ENV_TOKEN = "MIDTRACE_TOKEN"
@@ -68,7 +71,7 @@ class DashboardSettings:
         if (self.url is None) == (self.db is None):
             raise LaunchError("give either --url (a running collector) or --store (a DuckDB file), "
                               "not both and not neither")
-        if self.db is not None and not Path(self.db).is_file():
+        if self.db is not None and not is_clickhouse(self.db) and not Path(self.db).is_file():
             raise LaunchError(f"{self.db} does not exist; point --db at a midtrace DuckDB file")
         _check_exposure(self.host, self.token, "dashboard")
 
@@ -82,6 +85,14 @@ class ServeSettings:
 
     def check(self) -> None:
         _check_exposure(self.collector.host, self.collector.token, "collector and the dashboard")
+
+
+def is_clickhouse(db: str) -> bool:
+    """Whether the store ``db`` names is a ClickHouse store (else a DuckDB file)."""
+    try:
+        return isinstance(parse_store(db), ClickHouseURL)
+    except SettingsError:
+        return False
 
 
 def _check_exposure(host: str, token: str | None, what: str) -> None:
@@ -144,7 +155,7 @@ def streamlit_env(settings: DashboardSettings) -> dict[str, str]:
     if settings.url is not None:
         env[ENV_URL] = settings.url
     if settings.db is not None:
-        env[ENV_DB] = str(Path(settings.db).resolve())
+        env[ENV_DB] = settings.db if is_clickhouse(settings.db) else str(Path(settings.db).resolve())
     if settings.token:
         env[ENV_TOKEN] = settings.token
     env[ENV_REQUIRE_TOKEN] = "0" if is_loopback(settings.host) else "1"
@@ -192,6 +203,18 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60
                 pass
             time.sleep(0.1)
     raise LaunchError(f"the dashboard server did not answer {HEALTH_PATH} within {timeout:.0f} s")
+
+
+def check_store(db: str) -> None:
+    """Open the ClickHouse store ``db`` in a child process (midtrace/store_check.py) and read
+    what the dashboard's first page reads, so a store the dashboard cannot use fails before it
+    starts; the child exits before the dashboard opens the store (a chdb folder takes one
+    process). LaunchError with the child's one line."""
+    run = subprocess.run([sys.executable, "-m", "midtrace.store_check", db], capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)
+    if run.returncode != 0:
+        lines = run.stderr.strip().splitlines()
+        raise LaunchError(lines[-1] if lines else f"cannot read {db} (exit code {run.returncode})")
 
 
 def start_dashboard(settings: DashboardSettings,

@@ -50,3 +50,19 @@ def chdb_database(chdb_folder: Path, request: pytest.FixtureRequest):  # type: i
 
     name = "t_" + re.sub(r"\W", "_", request.node.name)[:80]
     return dataclasses.replace(ClickHouseURL("chdb", path=chdb_folder), database=name)
+
+
+@pytest.fixture(scope="session")
+def sample_stores(chdb_folder: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The bundled sample traces in a DuckDB file and in the default database of this
+    process's chdb folder (tests/clickhouse_samples.py), the one ``--store chdb://<folder>``
+    names: (DuckDB path, ClickHouseURL)."""
+    from midtrace.collector.settings import ClickHouseURL
+    from tests.clickhouse_samples import ingest_samples, load_samples
+
+    work = tmp_path_factory.mktemp("samples")
+    db = work / "samples.duckdb"
+    ingest_samples(db)
+    url = ClickHouseURL("chdb", path=chdb_folder)
+    load_samples(db, url, work)
+    return db, url

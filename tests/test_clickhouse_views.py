@@ -11,31 +11,20 @@ empty one, and nothing else does.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import math
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 import pytest
-from chdb import session as chdb_session
 
 from midtrace.collector.query import reads
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage import clickhouse
 from midtrace.sql import sqlfiles
+from tests.clickhouse_samples import TABLES, assert_same_rows, rows_of, same_grouping
 
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "sample_traces"
-# The tables the views read, copied from DuckDB into ClickHouse; request_evidence is
-# computed from them on each engine by its own rendering of request_evidence_live.
-TABLES = ("settings", "prices", "requests", "chunks", "placements", "outcomes", "answer_sources",
-          "spans")
 # Views besides the metric views whose rows are compared: the per-request ones the metric
 # views are built on, the settings row and the attribute-limit warnings.
 BASE_VIEWS = ["metric_settings", "request_outcomes", "placement_positions",
@@ -45,7 +34,6 @@ BASE_VIEWS = ["metric_settings", "request_outcomes", "placement_positions",
 # constraints (a ClickHouse array cannot be NULL).
 CLICKHOUSE_ONLY = {"request_outcomes": ["required_constraints_set"]}
 METRIC_VIEWS = sorted(reads.metric_views())
-REL = 1e-9
 # Filters and group keys as the query API passes them (collector/query/reads.py), each value a
 # bound parameter: every filter condition and group key is exercised by at least one.
 VARIANTS = {
@@ -65,44 +53,14 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="session")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
-    """A DuckDB store of the sample traces and a chdb session holding the same base tables;
-    one chdb path for the whole test session."""
-    root = tmp_path_factory.mktemp("engines")
-    db = root / "samples.duckdb"
-    files = sorted(SAMPLES.glob("*.jsonl.gz")) + [SAMPLES / "langchain_rag.jsonl",
-                                                  SAMPLES / "support_outcomes.json"]
-    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
-                          *map(str, files)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+def engines(sample_stores: tuple[Path, ClickHouseURL]
+            ) -> Iterator[tuple[Any, clickhouse.Connection]]:
+    """The sample traces in a DuckDB file and in a chdb database of the process's one chdb
+    folder (tests/clickhouse_samples.py)."""
+    db, url = sample_stores
     duck = duckdb.connect(str(db), read_only=True)
-    session = chdb_session.Session(str(root / "chdb"))
-    clickhouse.create_schema(session)
-    for table in TABLES:
-        parquet = root / f"{table}.parquet"
-        names = [name for (name,) in duck.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "ORDER BY ordinal_position", [table]).fetchall()]
-        # a list's <list>_set flag (ClickHouse's outcomes): whether DuckDB's list is not NULL
-        flags = [name for name in _clickhouse_columns(session, table)
-                 if name.endswith("_set") and name.removesuffix("_set") in names]
-        selected = ", ".join([*names, *(f"{f.removesuffix('_set')} IS NOT NULL AS {f}"
-                                        for f in flags)])
-        duck.execute(f"COPY (SELECT {selected} FROM {table}) TO '{parquet}' (FORMAT parquet)")
-        columns = ", ".join([*names, *flags])
-        session.query(f"TRUNCATE TABLE {table}")  # settings holds its defaults
-        session.query(f"INSERT INTO {table} ({columns}) "
-                      f"SELECT {columns} FROM file('{parquet}', Parquet)")
-    clickhouse.fill_request_evidence(session)
-    yield duck, session
+    yield duck, clickhouse.connect(url)
     duck.close()
-    session.close()
-
-
-def _clickhouse_columns(session: Any, table: str) -> list[str]:
-    return session.query(f"SELECT name FROM system.columns WHERE database = currentDatabase() "
-                         f"AND table = '{table}' ORDER BY position",
-                         "ArrowTable").column(0).to_pylist()
 
 
 def test_nothing_of_duckdb_is_left_in_the_clickhouse_rendering() -> None:
@@ -126,7 +84,7 @@ def test_the_base_tables_arrive_whole(engines: tuple[Any, Any]) -> None:
     duck, session = engines
     for table in (*TABLES, "request_evidence"):
         expected = duck.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
-        got = session.query(f"SELECT count() FROM {table}", "ArrowTable").column(0)[0].as_py()
+        got = session.query(f"SELECT count() FROM {table}").column(0)[0].as_py()
         assert (table, got) == (table, expected)
     assert duck.execute("SELECT count(*) FROM request_evidence").fetchall()[0][0] > 1000
 
@@ -137,7 +95,7 @@ def test_every_view_is_compared(engines: tuple[Any, Any]) -> None:
              "AND table_schema = 'main'")
     assert sorted(n for (n,) in duck.execute(query).fetchall()) == sorted(BASE_VIEWS + METRIC_VIEWS)
     on_clickhouse = session.query("SELECT name FROM system.tables WHERE engine = 'View' "
-                                  "AND database = currentDatabase()", "ArrowTable")
+                                  "AND database = currentDatabase()")
     assert sorted(on_clickhouse.column(0).to_pylist()) == sorted(BASE_VIEWS + METRIC_VIEWS)
 
 
@@ -146,7 +104,7 @@ def test_the_view_gives_the_same_rows_on_both_engines(engines: tuple[Any, Any],
                                                       view: str) -> None:
     duck, session = engines
     expected = duck.sql(f"SELECT * FROM {view}").to_arrow_table()
-    got = session.query(f"SELECT * FROM {view}", "ArrowTable")
+    got = session.query(f"SELECT * FROM {view}")
     assert got.column_names == expected.column_names + CLICKHOUSE_ONLY.get(view, [])
     got = got.select(expected.column_names)
     assert got.num_rows == expected.num_rows, view
@@ -154,8 +112,8 @@ def test_the_view_gives_the_same_rows_on_both_engines(engines: tuple[Any, Any],
     if "answer_key" in expected.column_names:
         # each engine hashes the normalised answer its own way: the keys must group the
         # requests alike, one DuckDB key to one ClickHouse key
-        expected, got = _same_grouping(expected, got, "answer_key")
-    assert_same_rows(view, _rows(expected), _rows(got))
+        expected, got = same_grouping(expected, got, "answer_key")
+    assert_same_rows(view, rows_of(expected), rows_of(got))
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -167,10 +125,10 @@ def test_the_view_filtered_and_grouped_gives_the_same_rows_on_both_engines(
     sql, params = reads.view_query(view, filters, group_by)
     expected = duck.sql(sql, params=params).to_arrow_table()
     sql, params = reads.view_query(view, filters, group_by, engine=clickhouse.ENGINE)
-    got = session.query(sql, "ArrowTable", params=clickhouse.parameters(params))
+    got = session.query(sql, params)
     assert got.column_names == expected.column_names
     assert got.num_rows == expected.num_rows, (view, variant)
-    assert_same_rows(f"{view} ({variant})", _rows(expected), _rows(got))
+    assert_same_rows(f"{view} ({variant})", rows_of(expected), rows_of(got))
 
 
 @pytest.mark.parametrize("scope", ["request_range", "traces"])
@@ -187,81 +145,16 @@ def test_request_evidence_of_some_requests_is_the_same_on_both_engines(
     view = sqlfiles.view_file("request_evidence_live")
     expected = duck.sql(sqlfiles.view_body(sqlfiles.render_view(view, scope=scope)),
                         params=params).to_arrow_table()
-    got = session.query(sqlfiles.view_body(clickhouse.render_view(view, scope=scope)),
-                        "ArrowTable", params=clickhouse.parameters(params))
+    got = session.query(sqlfiles.view_body(clickhouse.render_view(view, scope=scope)), params)
     assert got.column_names == expected.column_names
     assert expected.num_rows == got.num_rows == (300 if scope == "request_range" else 100)
     assert expected.column("correct").null_count < expected.num_rows
-    expected, got = _same_grouping(expected, got, "answer_key")
-    assert_same_rows(f"request_evidence_live ({scope})", _rows(expected), _rows(got))
+    expected, got = same_grouping(expected, got, "answer_key")
+    assert_same_rows(f"request_evidence_live ({scope})", rows_of(expected), rows_of(got))
 
 
-def test_the_variants_return_rows(engines: tuple[Any, Any]) -> None:
+def test_the_variants_returnrows_of(engines: tuple[Any, Any]) -> None:
     duck, _ = engines
     for variant, (filters, group_by) in VARIANTS.items():
         sql, params = reads.view_query("overview", filters, group_by)
         assert duck.sql(sql, params=params).fetchall(), variant
-
-
-def _same_grouping(expected: pa.Table, got: pa.Table, column: str) -> tuple[pa.Table, pa.Table]:
-    pairs = dict(zip(expected.column("request_id").to_pylist(),
-                     expected.column(column).to_pylist(), strict=True))
-    theirs = dict(zip(got.column("request_id").to_pylist(), got.column(column).to_pylist(),
-                      strict=True))
-    assert pairs.keys() == theirs.keys()
-    mapping = {(pairs[r], theirs[r]) for r in pairs}
-    assert len({e for e, _ in mapping}) == len({g for _, g in mapping}) == len(mapping)
-    assert all((e is None) == (g is None) for e, g in mapping)
-    i = expected.column_names.index(column)
-    return expected.remove_column(i), got.remove_column(i)
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    return sorted((tuple(_value(v) for v in row.values()) for row in table.to_pylist()),
-                  key=_key)
-
-
-def _value(value: Any) -> Any:
-    """A value as both engines can agree on it: a NULL list is an empty one, a struct its
-    values, a decimal a float, a time in UTC."""
-    if isinstance(value, dict):
-        return tuple(_value(v) for v in value.values())
-    if isinstance(value, list):
-        return [_value(v) for v in value]
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC)
-    if isinstance(value, bool):
-        return int(value)
-    return value
-
-
-def _key(value: Any) -> Any:
-    """A sort key that puts NULL (and an empty list, ClickHouse's NULL list) first and rounds
-    floats, so both sides sort alike."""
-    if value is None or value == []:
-        return (0, "")
-    if isinstance(value, tuple | list):
-        return (1, tuple(_key(v) for v in value))
-    if isinstance(value, float):
-        return (1, float(f"{value:.9g}"))
-    return (1, value)
-
-
-def assert_same_rows(view: str, expected: list[tuple[Any, ...]],
-                     got: list[tuple[Any, ...]]) -> None:
-    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-        assert _same(e, g), f"{view}, row {i}:\n DuckDB     {e}\n ClickHouse {g}"
-
-
-def _same(e: Any, g: Any) -> bool:
-    if e is None and g == [] or e == [] and g is None:
-        return True
-    if isinstance(e, tuple | list) and isinstance(g, tuple | list):
-        return len(e) == len(g) and all(_same(a, b) for a, b in zip(e, g))
-    if isinstance(e, float) or isinstance(g, float):
-        if e is None or g is None:
-            return False
-        return math.isclose(float(e), float(g), rel_tol=REL, abs_tol=1e-12)
-    return bool(e == g)

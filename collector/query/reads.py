@@ -1,7 +1,9 @@
 """The read side: named metric views, filters, group-by keys, and the queries that run them.
 
 Every read the query API, the Python client and the CLI make is built here, so the HTTP
-backend (which runs these server side) and the file backend return the same frames. No
+backend (which runs these server side) and the store backends return the same frames. Each
+``run_*`` function takes a DuckDB connection or cursor, a ClickHouse store's connection, or a
+reader of either (readers.py), and renders its SQL for that reader's engine. No
 caller SQL is ever run: view names and group-by keys come only from allowlists, and every
 filter value is bound as a parameter.
 
@@ -25,6 +27,9 @@ from decimal import Decimal
 from functools import cache
 from typing import Any, get_args
 
+from midtrace.collector.query.readers import Reader as Reader
+from midtrace.collector.query.readers import read_cursor as read_cursor
+from midtrace.collector.query.readers import reader
 from midtrace.schemas.model import RequestKind
 from midtrace.sql import sqlfiles
 
@@ -48,13 +53,6 @@ MAX_LIMIT = 1000
 
 class QueryError(ValueError):
     """A read asked for something that is not allowed; the message names what is."""
-
-
-def read_cursor(conn: Any) -> Any:
-    """A cursor for reads on ``conn``, showing times in UTC whatever the machine's zone."""
-    cursor = conn.cursor()
-    cursor.execute(sqlfiles.query("utc_session"))
-    return cursor
 
 
 def parse_time(value: str) -> datetime:
@@ -248,9 +246,11 @@ def view_query(name: str, filters: Filters = Filters(), group_by: Sequence[str] 
 
 def run_view(conn: Any, name: str, filters: Filters = Filters(),
              group_by: Sequence[str] = ()) -> Any:
-    """Run a metric view on a DuckDB connection or cursor; a pyarrow Table."""
-    sql, params = view_query(name, filters, group_by)
-    return conn.sql(sql, params=params).to_arrow_table()
+    """Run a metric view on ``conn`` (a DuckDB connection or cursor, a ClickHouse store's
+    connection, or a reader of either: readers.py); a pyarrow Table."""
+    db = reader(conn)
+    sql, params = view_query(name, filters, group_by, db.engine)
+    return db.arrow(sql, params)
 
 
 def _requests_conditions(filters: Filters, search: str | None,
@@ -277,10 +277,12 @@ def run_requests(conn: Any, filters: Filters = Filters(), search: str | None = N
         raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     conditions, params = _requests_conditions(filters, search, taxonomy_class)
     grader = filters.graders()
-    ((total,),) = conn.execute(sqlfiles.query("requests_count", filters=conditions,
-                                              grader=grader), params).fetchall()
-    table = conn.sql(sqlfiles.query("requests_page", filters=conditions, grader=grader),
-                     params={**params, "limit": limit, "offset": offset}).to_arrow_table()
+    db = reader(conn)
+    ((total,),) = db.rows(sqlfiles.query("requests_count", filters=conditions, grader=grader,
+                                         engine=db.engine), params)
+    table = db.arrow(sqlfiles.query("requests_page", filters=conditions, grader=grader,
+                                    engine=db.engine),
+                     {**params, "limit": limit, "offset": offset})
     return table, int(total)
 
 
@@ -294,9 +296,10 @@ def run_request_texts(conn: Any, filters: Filters = Filters(), limit: int = 500,
     if not 0 <= offset <= MAX_OFFSET:
         raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     conditions, params = _conditions(filters)
-    return conn.sql(sqlfiles.query("request_texts_page", filters=conditions,
-                                   grader=filters.graders()),
-                    params={**params, "limit": limit, "offset": offset}).to_arrow_table()
+    db = reader(conn)
+    return db.arrow(sqlfiles.query("request_texts_page", filters=conditions,
+                                   grader=filters.graders(), engine=db.engine),
+                    {**params, "limit": limit, "offset": offset})
 
 
 def json_value(value: Any) -> Any:
@@ -318,9 +321,10 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def _dicts(cursor: Any) -> list[dict[str, Any]]:
-    names = [d[0] for d in cursor.description]
-    return [{n: json_value(v) for n, v in zip(names, row)} for row in cursor.fetchall()]
+def _dicts(db: Reader, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of query ``name`` as dicts of JSON values."""
+    return [{n: json_value(v) for n, v in row.items()}
+            for row in db.dicts(sqlfiles.query(name, engine=db.engine), params)]
 
 
 def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
@@ -329,18 +333,19 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
     docs/replay.md), per experiment and layout."""
     trace_id = trace_id.strip().lower()
     by_trace = {"trace_id": trace_id}
-    found = conn.execute(sqlfiles.query("request_of_trace"), by_trace).fetchall()
+    db = reader(conn)
+    found = db.rows(sqlfiles.query("request_of_trace", engine=db.engine), by_trace)
     if not found:
         return None
     request_id = found[0][0]
     p = {"r": request_id}
-    request = _dicts(conn.execute(sqlfiles.query("trace_request"), p))[0]
-    chunks = _dicts(conn.execute(sqlfiles.query("trace_chunks"), p))
-    placements = _dicts(conn.execute(sqlfiles.query("trace_placements"), p))
-    sources = _dicts(conn.execute(sqlfiles.query("trace_answer_sources"), p))
-    merged = _dicts(conn.execute(sqlfiles.query("merged_outcome_of_trace"), by_trace))
-    outcomes = _dicts(conn.execute(sqlfiles.query("outcomes_of_trace"), by_trace))
-    replays = _dicts(conn.execute(sqlfiles.query("replays_of_trace"), by_trace))
+    request = _dicts(db, "trace_request", p)[0]
+    chunks = _dicts(db, "trace_chunks", p)
+    placements = _dicts(db, "trace_placements", p)
+    sources = _dicts(db, "trace_answer_sources", p)
+    merged = _dicts(db, "merged_outcome_of_trace", by_trace)
+    outcomes = _dicts(db, "outcomes_of_trace", by_trace)
+    replays = _dicts(db, "replays_of_trace", by_trace)
     request.pop("request_id", None)
     return {
         "trace_id": trace_id,
@@ -358,7 +363,8 @@ def run_trace(conn: Any, trace_id: str) -> dict[str, Any] | None:
 def run_settings(conn: Any) -> dict[str, Any]:
     """The settings the metric views apply (band thresholds, min_n, high_confidence), each
     with its help text: ``{"settings": {key: value}, "help": {key: text}}``."""
-    rows = conn.execute(sqlfiles.query("settings")).fetchall()
+    db = reader(conn)
+    rows = db.rows(sqlfiles.query("settings", engine=db.engine))
     return {"settings": {str(k): float(v) for k, v, _ in rows},
             "help": {str(k): str(h) for k, _, h in rows}}
 
@@ -366,8 +372,8 @@ def run_settings(conn: Any) -> dict[str, Any]:
 def run_facets(conn: Any) -> dict[str, Any]:
     """Distinct values of each equality filter, the time range of the data, and how many
     requests there are of each kind."""
-    cursor = conn.execute(sqlfiles.query("facets"))
-    row = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+    db = reader(conn)
+    (row,) = db.dicts(sqlfiles.query("facets", engine=db.engine))
     out: dict[str, Any] = {key: row[key] for key in
                            ("service", "model", "template", "strategy", "experiment")}
     out["context_bucket"] = [b for b in CONTEXT_BUCKETS if b in set(row["context_bucket"])]
@@ -387,9 +393,10 @@ def run_trace_prompts(conn: Any, trace_id: str) -> list[str]:
     from midtrace.collector.storage.spanstore import span_from_row
 
     ids = {"trace_ids": [trace_id.strip().lower()]}
-    texts = dict(conn.execute(sqlfiles.query("texts_of_traces"), ids).fetchall())
+    db = reader(conn)
+    texts = dict(db.rows(sqlfiles.query("texts_of_traces", engine=db.engine), ids))
     spans = [span_from_row(row, texts)
-             for row in conn.execute(sqlfiles.query("spans_of_traces"), ids).fetchall()]
+             for row in db.rows(sqlfiles.query("spans_of_traces", engine=db.engine), ids)]
     out: list[str] = []
     for span in sorted(spans, key=lambda s: (s.end_ns, s.span_id), reverse=True):
         calls = []

@@ -404,7 +404,8 @@ if options:
 # --- grading ---------------------------------------------------------------------------------
 st.subheader("Grade this answer")
 if data.read_only():
-    st.info("Read-only: this dashboard opened a DuckDB file. To grade, run it on a collector "
+    st.info("Read-only: this dashboard reads a store directly (a DuckDB file or a ClickHouse "
+            "store). To grade, run it on a collector "
             "(`midtrace dashboard --url http://127.0.0.1:4318`, or `midtrace serve`).")
 else:
     chunk_ids = list(dict.fromkeys([*placed["chunk_id"], *unplaced.get("chunk_id", [])]))

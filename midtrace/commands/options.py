@@ -75,6 +75,10 @@ url_option = click.option(
          "(sweep sends its traces to it).")
 READ_STORE_HELP = ("A store to read instead of --url, opened read-only (no collector may hold "
                    "it): a DuckDB file path or duckdb:///path.")
+READ_ANY_STORE_HELP = ("A store to read instead of --url, opened read-only: a DuckDB file path "
+                       "or duckdb:///path (no collector may hold it), or a ClickHouse store, "
+                       "clickhouse://user@host:8123/database, clickhouses://... or "
+                       "chdb:///folder (password in MIDTRACE_CLICKHOUSE_PASSWORD).")
 
 
 def store_option(required: bool = True, help: str = "Where midtrace stores traces: a DuckDB "
@@ -270,8 +274,8 @@ trace_id_option = click.option(
     help="A trace id (32 hex characters); repeatable.")
 
 
-def one_source(ctx: click.Context, url: str | None, db: Path | None
-               ) -> tuple[str | None, Path | None]:
+def one_source(ctx: click.Context, url: str | None, db: Path | ClickHouseURL | None
+               ) -> tuple[str | None, Path | ClickHouseURL | None]:
     """``--url`` or ``--store``, exactly one; a flag given on the command line wins over the
     other's environment variable (an explicit --url over MIDTRACE_DB)."""
     from click.core import ParameterSource
@@ -288,7 +292,8 @@ def one_source(ctx: click.Context, url: str | None, db: Path | None
     return url, db
 
 
-def open_source(ctx: click.Context, db: Path | None, url: str | None, token: str | None):  # type: ignore[no-untyped-def]
+def open_source(ctx: click.Context, db: Path | ClickHouseURL | None, url: str | None,
+                token: str | None):  # type: ignore[no-untyped-def]
     """A client on the one source given, reading everything a collector acknowledged so far
     (``fresh``); a source that cannot be opened exits 3."""
     from midtrace.client import ClientError, open_client

@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
-    EXIT_POST, EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, default_of, fail, filter_options,
+    EXIT_POST, EXIT_SOURCE, EXIT_USAGE, READ_ANY_STORE_HELP, StoreCommand, default_of, fail, filter_options,
     open_source, parse_filters, store_option, token_option, url_option)
 from midtrace.commands.sweeping import sweep_run_options
 from midtrace.gate import Thresholds
@@ -18,7 +19,7 @@ from midtrace.gate import Thresholds
 def _source_options(fn):  # type: ignore[no-untyped-def]
     fn = token_option(fn)
     fn = url_option(fn)
-    fn = store_option(required=False, help=READ_STORE_HELP)(fn)
+    fn = store_option(required=False, help=READ_ANY_STORE_HELP, clickhouse=True)(fn)
     return filter_options(fn)
 
 
@@ -93,7 +94,7 @@ def _post(url: str, text: str) -> None:
               help="The dashboard's address: each incident links to its trace in the inspector.")
 @_post_option("MIDTRACE_REPORT_POST_URL", "the findings")
 @click.pass_context
-def report(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
+def report(ctx: click.Context, db: Path | ClickHouseURL | None, url: str | None, token: str | None,
            since: str | None, until: str | None, filter_pairs: tuple[str, ...],
            group_by: str | None, fmt: str, output: Path | None, dashboard_url: str | None,
            post_url: str | None) -> None:
@@ -158,7 +159,7 @@ class _Threshold(click.ParamType):
                    "below, docs/sweep.md) and judge that sweep; --experiment names it.")
 @sweep_run_options(required=False)
 @click.pass_context
-def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None,
+def gate(ctx: click.Context, db: Path | ClickHouseURL | None, url: str | None, token: str | None,
          since: str | None, until: str | None, filter_pairs: tuple[str, ...],
          max_buried_rate: float | None, max_sensitivity_delta: float | None,
          min_accuracy: float | None, min_n: int, post_url: str | None,
@@ -197,7 +198,7 @@ def gate(ctx: click.Context, db: Path | None, url: str | None, token: str | None
 
 
 def _candidate(baseline: str, strategy: str | None, cases: Path | None, url: str | None,
-               token: str | None, db: Path | None, asked: dict[str, Any]) -> str:
+               token: str | None, db: Path | ClickHouseURL | None, asked: dict[str, Any]) -> str:
     """The experiment to judge against ``baseline``: --experiment, or the sweep of --cases
     this run makes (usage errors exit 2)."""
     from midtrace.commands.sweeping import SweepRun, one_target, run_sweep
@@ -207,6 +208,10 @@ def _candidate(baseline: str, strategy: str | None, cases: Path | None, url: str
              EXIT_USAGE)
     if "," in strategy:
         fail(f"--strategy takes one strategy, got {strategy!r}", EXIT_USAGE)
+    if cases is not None and isinstance(db, ClickHouseURL):
+        fail("--cases records a sweep, which a ClickHouse store cannot take yet: sweep into a "
+             "running collector (--url) or a DuckDB file, then judge it here with --experiment",
+             EXIT_USAGE)
     if cases is None:
         if not asked.get("experiment"):
             fail("--baseline-experiment needs --experiment (an experiment already swept) or "

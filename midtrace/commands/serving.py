@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, StoreCommand, collector_options, collector_settings,
-    dashboard_port_option, fail, READ_STORE_HELP, host_option, store_option, token_option,
-    url_option)
+    dashboard_port_option, fail, READ_ANY_STORE_HELP, host_option, store_option,
+    token_option, url_option)
 from midtrace.supervise import (
-    DashboardSettings, LaunchError, ServeSettings, port_or_any, run_dashboard, run_serve)
+    DashboardSettings, LaunchError, ServeSettings, check_store, port_or_any, run_dashboard,
+    run_serve)
 
 
 @click.command(cls=StoreCommand)
@@ -40,19 +43,29 @@ def collector(db: Path, **options: Any) -> None:
 
 @click.command(cls=StoreCommand)
 @url_option
-@store_option(required=False, help=READ_STORE_HELP)
+@store_option(required=False, help=READ_ANY_STORE_HELP, clickhouse=True)
 @token_option
 @host_option
 @dashboard_port_option
-def dashboard(url: str | None, db: Path | None, token: str | None, host: str, port: int) -> None:
-    """Open the dashboard on a running collector (--url) or a DuckDB file (--db, read-only)."""
+def dashboard(url: str | None, db: Path | ClickHouseURL | None, token: str | None, host: str,
+              port: int) -> None:
+    """Open the dashboard on a running collector (--url) or a store (--store, read-only: a
+    DuckDB file or a ClickHouse store)."""
     from midtrace.client import FileClient, SourceError
 
+    if isinstance(db, ClickHouseURL) and db.path is not None:
+        db = replace(db, path=db.path.resolve())  # the dashboard's process opens it
     settings = DashboardSettings(url=url, db=str(db) if db else None, token=token, host=host,
                                  port=port)
     try:
         settings.check()
-        if db is not None:  # what the first page reads, read now: a file it cannot use fails here
+        # what the first page reads, read now: a store it cannot use fails here
+        if isinstance(db, ClickHouseURL):
+            try:
+                check_store(str(db))
+            except LaunchError as e:
+                fail(str(e), EXIT_SOURCE)
+        elif db is not None:
             with FileClient(db) as client:
                 client.view("overview")
         code = run_dashboard(settings)

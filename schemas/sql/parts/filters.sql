@@ -10,11 +10,12 @@
       question          the question or the answer text contains $question, case-insensitive
       class             taxonomy_class = $class
 
-    A parameter is written $name for DuckDB, {name:Type} for ClickHouse (param below); import
-    `with context`: the macros read `engine`. -#}
-{%- macro param(name) -%}
+    A parameter is written $name for DuckDB, {name:Type} for ClickHouse (param below, `type`
+    the ClickHouse type: a filter's own unless given); import `with context`: the macros read
+    `engine`. -#}
+{%- macro param(name, type=none) -%}
 {%- if engine == "clickhouse" -%}
-{ {{- name }}:{{ "DateTime64(6, 'UTC')" if name in ("since", "until") else "String" -}} }
+{ {{- name }}:{{ type or ("DateTime64(6, 'UTC')" if name in ("since", "until") else "String") -}} }
 {%- else -%}
 ${{ name }}
 {%- endif -%}

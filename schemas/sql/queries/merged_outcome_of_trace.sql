@@ -1,2 +1,4 @@
+{% from "parts/filters.sql" import param with context -%}
 -- The merged outcome of one trace, for the trace inspector.
-SELECT * EXCLUDE (trace_id) FROM request_outcomes WHERE trace_id = $trace_id;
+{% from "parts/dialect.sql" import star_except with context -%}
+SELECT {{ star_except("*", "trace_id") }} FROM request_outcomes WHERE trace_id = {{ param("trace_id") }};

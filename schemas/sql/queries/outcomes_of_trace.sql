@@ -1,2 +1,4 @@
+{% from "parts/filters.sql" import param with context -%}
 -- Every outcome received for one trace, in arrival order, for the trace inspector.
-SELECT * EXCLUDE (trace_id) FROM outcomes WHERE trace_id = $trace_id ORDER BY outcome_id;
+{% from "parts/dialect.sql" import star_except with context -%}
+SELECT {{ star_except("*", "trace_id") }} FROM outcomes WHERE trace_id = {{ param("trace_id") }} ORDER BY outcome_id;

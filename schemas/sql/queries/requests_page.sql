@@ -1,11 +1,12 @@
 -- One page of the requests list, newest first, with each request's question
 -- (collector/query/reads.py, run_requests; filters as in parts/filters.sql). Requests of
 -- every kind are listed (docs/metrics.md, "Request kinds"); only `rag` ones have a class.
+{% from "parts/filters.sql" import param with context -%}
 {% from "parts/metric_inputs.sql" import facts with context %}
 WITH page AS (
     SELECT * FROM {{ facts(filters, grader, every_kind=True) }}
     ORDER BY time DESC, request_id DESC
-    LIMIT $limit OFFSET $offset
+    LIMIT {{ param("limit", "UInt64") }} OFFSET {{ param("offset", "UInt64") }}
 )
 SELECT
     page.trace_id, page.time, page.kind, page.service, page.model, page.template, page.strategy,

@@ -1,3 +1,4 @@
+{% from "parts/filters.sql" import param with context -%}
 -- One request for the trace inspector: the stored request, its per-request facts, of any
 -- kind (docs/metrics.md, "Request kinds"), and what it cost (request_costs: r.cost_usd is the
 -- cost the app reported).
@@ -10,4 +11,4 @@ SELECT r.*,
 FROM requests r
 JOIN request_facts_all f USING (request_id)
 JOIN request_costs c USING (request_id)
-WHERE r.request_id = $r;
+WHERE r.request_id = {{ param("r", "Int64") }};
