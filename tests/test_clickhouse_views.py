@@ -36,6 +36,14 @@ SAMPLES = ROOT / "sample_traces"
 # computed from them on each engine by its own rendering of request_evidence_live.
 TABLES = ("settings", "prices", "requests", "chunks", "placements", "outcomes", "answer_sources",
           "spans")
+# On ClickHouse the derived rows are stored versioned (migrations/001_core.sql) and read
+# through views of the same names: each is copied in as the one version 1 of its request, with
+# the request's time beside it where the table is partitioned by it, and a row number where
+# the view needs one.
+VERSIONED = {"requests": "requests_versions", "chunks": "chunks_versions",
+             "placements": "placements_versions", "answer_sources": "answer_sources_versions",
+             "outcomes": "outcomes_versions"}
+STORAGE_VIEWS = [*VERSIONED, "current_derivations", "request_evidence"]
 # Views besides the metric views whose rows are compared: the per-request ones the metric
 # views are built on, the settings row and the attribute-limit warnings.
 BASE_VIEWS = ["metric_settings", "request_outcomes", "placement_positions",
@@ -79,20 +87,28 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any
     session = chdb_session.Session(str(root / "chdb"))
     clickhouse.create_schema(session)
     for table in TABLES:
+        target = VERSIONED.get(table, table)
         parquet = root / f"{table}.parquet"
         names = [name for (name,) in duck.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
             "ORDER BY ordinal_position", [table]).fetchall()]
+        target_columns = _clickhouse_columns(session, target)
         # a list's <list>_set flag (ClickHouse's outcomes): whether DuckDB's list is not NULL
-        flags = [name for name in _clickhouse_columns(session, table)
-                 if name.endswith("_set") and name.removesuffix("_set") in names]
-        selected = ", ".join([*names, *(f"{f.removesuffix('_set')} IS NOT NULL AS {f}"
-                                        for f in flags)])
-        duck.execute(f"COPY (SELECT {selected} FROM {table}) TO '{parquet}' (FORMAT parquet)")
+        flags = {f: f"{f.removesuffix('_set')} IS NOT NULL" for f in target_columns
+                 if f.endswith("_set") and f.removesuffix("_set") in names}
+        extra = {"version": "1::UBIGINT",
+                 "time": "(SELECT r.time FROM requests r WHERE r.request_id = t.request_id)",
+                 "seq": "(row_number() OVER (PARTITION BY request_id) - 1)::INTEGER"}
+        flags |= {c: sql for c, sql in extra.items()
+                  if c in target_columns and c not in names and table in VERSIONED}
+        selected = ", ".join([*names, *(f"{sql} AS {f}" for f, sql in flags.items())])
+        duck.execute(f"COPY (SELECT {selected} FROM {table} t) TO '{parquet}' (FORMAT parquet)")
         columns = ", ".join([*names, *flags])
-        session.query(f"TRUNCATE TABLE {table}")  # settings holds its defaults
-        session.query(f"INSERT INTO {table} ({columns}) "
+        session.query(f"TRUNCATE TABLE {target}")  # settings holds its defaults
+        session.query(f"INSERT INTO {target} ({columns}) "
                       f"SELECT {columns} FROM file('{parquet}', Parquet)")
+    session.query("INSERT INTO derivations SELECT request_id, trace_id, time, 1, true "
+                  "FROM requests_versions")
     clickhouse.fill_request_evidence(session)
     yield duck, session
     duck.close()
@@ -138,7 +154,8 @@ def test_every_view_is_compared(engines: tuple[Any, Any]) -> None:
     assert sorted(n for (n,) in duck.execute(query).fetchall()) == sorted(BASE_VIEWS + METRIC_VIEWS)
     on_clickhouse = session.query("SELECT name FROM system.tables WHERE engine = 'View' "
                                   "AND database = currentDatabase()", "ArrowTable")
-    assert sorted(on_clickhouse.column(0).to_pylist()) == sorted(BASE_VIEWS + METRIC_VIEWS)
+    assert sorted(on_clickhouse.column(0).to_pylist()) == sorted(
+        BASE_VIEWS + METRIC_VIEWS + STORAGE_VIEWS)
 
 
 @pytest.mark.parametrize("view", BASE_VIEWS + METRIC_VIEWS)

@@ -1,11 +1,11 @@
 """midtrace's tables and views on ClickHouse (docs/architecture.md, "Two engines").
 
 The same SQL files as DuckDB's, rendered with ``engine="clickhouse"``: the migrations' table
-DDL, the request_evidence table, and every view. ``session`` is anything with a
-``query(sql)`` method that runs one statement and keeps ``SET`` settings between calls: a
-``chdb.session.Session`` (the in-process ClickHouse engine) is one. The collector does not
-write to ClickHouse yet; this is what the view parity test (tests/test_clickhouse_views.py)
-builds its ClickHouse side with.
+DDL (the derived rows as versioned tables, read through views of each trace's newest
+version), the request_evidence table, and every view. ``session`` is anything with a
+``query(sql, fmt, params=...)`` method that runs one statement and keeps ``SET`` settings
+between calls: a ``chdb.session.Session`` (the in-process ClickHouse engine) is one. The
+write path is collector/storage/clickhouse_store.py.
 """
 
 from __future__ import annotations
@@ -38,14 +38,40 @@ def render_view(view: sqlfiles.SqlFile, **variables: Any) -> str:
     return sqlfiles.render_view(view, engine=ENGINE, **variables)
 
 
-def create_schema(session: Session) -> None:
-    """Set the session's settings (:func:`set_session`), create every table of the migrations, request_evidence,
-    and the views (with their ClickHouse functions), all rendered for ClickHouse."""
+def create_schema(session: Session) -> list[int]:
+    """Set the session's settings (:func:`set_session`), apply the migrations not yet
+    recorded in its schema_migrations table, create request_evidence if missing, and
+    (re)create the views (with their ClickHouse functions), all rendered for ClickHouse.
+    Returns the versions of the migrations applied."""
     set_session(session)
+    _run(session, sqlfiles.query("create_schema_migrations", engine=ENGINE))
+    done = set(select(session, sqlfiles.query("applied_migrations", engine=ENGINE))
+               .column(0).to_pylist())
+    applied = []
     for m in sqlfiles.migrations():
+        if m.version in done:
+            continue
         _run(session, sqlfiles.render(m.path, engine=ENGINE))
+        _run(session, sqlfiles.query("record_migration", engine=ENGINE),
+             {"version": m.version, "name": m.name, "applied_at": dt.datetime.now(dt.UTC)})
+        applied.append(m.version)
+    _run(session, sqlfiles.query("create_current_views", engine=ENGINE))
     _run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
     create_views(session)
+    return applied
+
+
+def set_retention(session: Session, days: int) -> None:
+    """Keep ``days`` days of rows: a TTL on every day-partitioned table (queries/
+    set_retention.sql), the ClickHouse counterpart of ``midtrace prune --older-than``."""
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise ValueError(f"retention must be a whole number of days, at least 1, not {days!r}")
+    _run(session, sqlfiles.query("set_retention", engine=ENGINE, days=days))
+
+
+def select(session: Session, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+    """The rows of one query as an Arrow table, ``params`` bound (:func:`parameters`)."""
+    return session.query(sql, "ArrowTable", params=parameters(params or {}))
 
 
 def set_session(session: Session) -> None:
@@ -64,9 +90,13 @@ def create_views(session: Session) -> None:
         _run(session, render_view(v))
 
 
-def _run(session: Session, sql: str) -> None:
+def _run(session: Session, sql: str, params: Mapping[str, Any] | None = None) -> None:
+    bound = parameters(params or {})
     for statement in statements(sql):
-        session.query(statement)
+        if bound:
+            session.query(statement, params=bound)
+        else:
+            session.query(statement)
 
 
 def parameters(params: Mapping[str, Any]) -> dict[str, str]:
