@@ -19,6 +19,14 @@ def keep_main_module() -> Iterator[None]:
     sys.modules["__main__"] = main
 
 
+@pytest.fixture(scope="session")
+def chdb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one chdb path of this test process: chdb's embedded server opens one path per
+    process, so every test module that runs ClickHouse works in databases of its own there
+    (tests/chdb_databases.py)."""
+    return tmp_path_factory.mktemp("chdb") / "chdb"
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "traces.duckdb"

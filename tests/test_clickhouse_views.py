@@ -24,11 +24,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from chdb import session as chdb_session
 
 from midtrace.collector.query import reads
 from midtrace.collector.storage import clickhouse
 from midtrace.sql import sqlfiles
+from tests.chdb_databases import session_in
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -73,9 +73,10 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="session")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
-    """A DuckDB store of the sample traces and a chdb session holding the same base tables;
-    one chdb path for the whole test session."""
+def engines(tmp_path_factory: pytest.TempPathFactory,
+            chdb_path: Path) -> Iterator[tuple[Any, Any]]:
+    """A DuckDB store of the sample traces and a chdb session holding the same base tables
+    in a database of its own (one chdb path for the whole test session)."""
     root = tmp_path_factory.mktemp("engines")
     db = root / "samples.duckdb"
     files = sorted(SAMPLES.glob("*.jsonl.gz")) + [SAMPLES / "langchain_rag.jsonl",
@@ -84,7 +85,7 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any
                           *map(str, files)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     duck = duckdb.connect(str(db), read_only=True)
-    session = chdb_session.Session(str(root / "chdb"))
+    session = session_in(chdb_path, "view_parity")
     clickhouse.create_schema(session)
     for table in TABLES:
         target = VERSIONED.get(table, table)

@@ -44,19 +44,19 @@ def create_schema(session: Session) -> list[int]:
     (re)create the views (with their ClickHouse functions), all rendered for ClickHouse.
     Returns the versions of the migrations applied."""
     set_session(session)
-    _run(session, sqlfiles.query("create_schema_migrations", engine=ENGINE))
+    run(session, sqlfiles.query("create_schema_migrations", engine=ENGINE))
     done = set(select(session, sqlfiles.query("applied_migrations", engine=ENGINE))
                .column(0).to_pylist())
     applied = []
     for m in sqlfiles.migrations():
         if m.version in done:
             continue
-        _run(session, sqlfiles.render(m.path, engine=ENGINE))
-        _run(session, sqlfiles.query("record_migration", engine=ENGINE),
+        run(session, sqlfiles.render(m.path, engine=ENGINE))
+        run(session, sqlfiles.query("record_migration", engine=ENGINE),
              {"version": m.version, "name": m.name, "applied_at": dt.datetime.now(dt.UTC)})
         applied.append(m.version)
-    _run(session, sqlfiles.query("create_current_views", engine=ENGINE))
-    _run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
+    run(session, sqlfiles.query("create_current_views", engine=ENGINE))
+    run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
     create_views(session)
     return applied
 
@@ -66,7 +66,7 @@ def set_retention(session: Session, days: int) -> None:
     set_retention.sql), the ClickHouse counterpart of ``midtrace prune --older-than``."""
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ValueError(f"retention must be a whole number of days, at least 1, not {days!r}")
-    _run(session, sqlfiles.query("set_retention", engine=ENGINE, days=days))
+    run(session, sqlfiles.query("set_retention", engine=ENGINE, days=days))
 
 
 def select(session: Session, sql: str, params: Mapping[str, Any] | None = None) -> Any:
@@ -76,21 +76,22 @@ def select(session: Session, sql: str, params: Mapping[str, Any] | None = None) 
 
 def set_session(session: Session) -> None:
     """Set what makes ClickHouse answer as DuckDB does (queries/clickhouse_settings.sql)."""
-    _run(session, sqlfiles.query("clickhouse_settings", engine=ENGINE))
+    run(session, sqlfiles.query("clickhouse_settings", engine=ENGINE))
 
 
 def fill_request_evidence(session: Session) -> None:
     """Compute every row of request_evidence with ClickHouse's own request_evidence_live."""
-    _run(session, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="all"))
+    run(session, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="all"))
 
 
 def create_views(session: Session) -> None:
     """(Re)create the views, rendered for ClickHouse with the stored views' defaults."""
     for v in sqlfiles.views():
-        _run(session, render_view(v))
+        run(session, render_view(v))
 
 
-def _run(session: Session, sql: str, params: Mapping[str, Any] | None = None) -> None:
+def run(session: Session, sql: str, params: Mapping[str, Any] | None = None) -> None:
+    """Run each statement of rendered ``sql`` in turn, ``params`` bound (:func:`parameters`)."""
     bound = parameters(params or {})
     for statement in statements(sql):
         if bound:

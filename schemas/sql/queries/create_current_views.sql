@@ -3,12 +3,12 @@
 -- rows of each request's newest derivation only, once each (two derivations of the same spans
 -- may tie: their rows are the same). Created after the migrations, each time the store opens,
 -- since a ClickHouse view keeps the columns its `*` had when it was created.
--- The newest derivation of each request (ties: the same spans, so the same rows).
+-- The newest derivation of each request (a tie is two derivations of the same spans).
 CREATE OR REPLACE VIEW current_derivations AS
-SELECT request_id, trace_id, version, has_request
+SELECT request_id, any(trace_id) AS trace_id, max(version) AS version,
+       argMax(has_request, version) AS has_request
 FROM derivations
-WHERE (request_id, version) IN (SELECT request_id, max(version) FROM derivations GROUP BY request_id)
-LIMIT 1 BY request_id;
+GROUP BY request_id;
 
 CREATE OR REPLACE VIEW requests AS
 SELECT * EXCEPT (version) FROM requests_versions
