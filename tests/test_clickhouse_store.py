@@ -30,7 +30,7 @@ from midtrace.collector.query import reads
 from midtrace.collector.storage import clickhouse
 from midtrace.collector.storage.clickhouse_store import (
     ClickHouseStore, derivation_version, request_id)
-from midtrace.collector.storage.store import WriteJob
+from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.schemas.model import Outcome
 from midtrace.schemas.span import SpanRecord
 from midtrace.sql import sqlfiles
@@ -355,4 +355,26 @@ def test_a_retention_sets_a_ttl_on_every_day_partitioned_table(chdb_path: Path) 
         assert set(kept.column(0).to_pylist()) == recent, table
     assert select(session, "SELECT count() FROM chunks_versions").column(0)[0].as_py() == select(
         session, "SELECT count() FROM chunks").column(0)[0].as_py() > 0
+    session.close()
+
+
+def test_without_text_the_spans_are_kept_as_duckdb_keeps_them(chdb_path: Path) -> None:
+    """keep_text=False (--no-text): the same attributes stored, texts dropped alike."""
+    session = session_in(chdb_path, "store_no_text")
+    spans = spans_of(small_jobs())
+    ClickHouseStore(session, keep_text=False).write([WriteJob(spans=spans)])
+    duck = Store(duckdb.connect(), keep_text=False)
+    duck.write([WriteJob(spans=spans)])
+    query = "SELECT trace_id, span_id, attributes, text_refs FROM spans ORDER BY trace_id, span_id"
+    expected = duck.conn.sql(query).fetchall()
+    got = [tuple(r.values()) for r in select(session, query).to_pylist()]
+    assert got == [(t, s, a, refs or []) for t, s, a, refs in expected]
+    assert any("$redacted" in a for _, _, a, _ in expected)
+    for table in ("texts", "chunk_texts"):
+        assert duck.conn.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0] == select(
+            session, f"SELECT count() FROM {table}").column(0)[0].as_py()
+    questions = select(session, "SELECT count() FROM requests WHERE question IS NOT NULL "
+                                "OR answer IS NOT NULL").column(0)[0].as_py()
+    assert questions == 0 < select(session, "SELECT count() FROM requests").column(0)[0].as_py()
+    duck.close()
     session.close()
