@@ -378,3 +378,37 @@ def test_without_text_the_spans_are_kept_as_duckdb_keeps_them(chdb_path: Path) -
     assert questions == 0 < select(session, "SELECT count() FROM requests").column(0)[0].as_py()
     duck.close()
     session.close()
+
+
+def test_a_changed_evidence_definition_computes_every_row_again(chdb_path: Path) -> None:
+    session = session_in(chdb_path, "store_evidence_definition")
+    store = ClickHouseStore(session)
+    spans = spans_of(small_jobs())
+    store.write([WriteJob(spans=spans)])
+    before = derived_rows(session)["request_evidence"]
+    n = len({s.trace_id for s in spans})
+    assert select(session, "SELECT count() FROM request_evidence_versions").column(0)[0].as_py() == n
+    ClickHouseStore(session)  # the same definition: nothing computed again
+    assert select(session, "SELECT count() FROM request_evidence_versions").column(0)[0].as_py() == n
+    session.query("INSERT INTO derived_state VALUES ('request_evidence', 'older', now64(6))")
+    session.query("ALTER TABLE request_evidence_versions UPDATE n_chunks = -1 WHERE 1 "
+                  "SETTINGS mutations_sync = 1")
+    ClickHouseStore(session)
+    assert select(session, "SELECT count() FROM request_evidence_versions").column(0)[0].as_py() == n
+    assert derived_rows(session)["request_evidence"] == before
+
+
+def test_a_machine_grade_that_changes_nothing_is_left_out(chdb_path: Path) -> None:
+    session = session_in(chdb_path, "store_machine_grades")
+    store = ClickHouseStore(session)
+    spans = spans_of(small_jobs())
+    trace = spans[0].trace_id
+    judge = Outcome(trace_id=trace, correct=False, score=0.25, grader="judge")
+    store.write([WriteJob(spans=[s for s in spans if s.trace_id == trace], outcomes=[judge])])
+    again = store.write([WriteJob(outcomes=[judge])])
+    assert (again.outcomes, again.unchanged) == (0, 1)
+    changed = store.write([WriteJob(outcomes=[Outcome(trace_id=trace, correct=True,
+                                                      grader="judge")])])
+    assert (changed.outcomes, changed.unchanged) == (1, 0)
+    rows = select(session, "SELECT correct_judge, n_outcomes FROM request_outcomes").to_pylist()
+    assert rows == [{"correct_judge": True, "n_outcomes": 2}]

@@ -11,11 +11,15 @@ write path is collector/storage/clickhouse_store.py.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from midtrace.sql import sqlfiles
+
+log = logging.getLogger(__name__)
 
 ENGINE = "clickhouse"
 
@@ -58,7 +62,35 @@ def create_schema(session: Session) -> list[int]:
     run(session, sqlfiles.query("create_current_views", engine=ENGINE))
     run(session, sqlfiles.query("create_request_evidence", engine=ENGINE))
     create_views(session)
+    _ensure_evidence(session)
     return applied
+
+
+# views numbered below this define request_evidence_live (collector/storage/store.py)
+_EVIDENCE_INPUTS = 20
+
+
+def evidence_hash() -> str:
+    """What ClickHouse's request_evidence rows are computed by: the views that define
+    request_evidence_live and the renderings that compute its rows, rendered for ClickHouse."""
+    sql = [render_view(v) for v in sqlfiles.views() if v.version < _EVIDENCE_INPUTS]
+    sql += [sqlfiles.query("fill_request_evidence", engine=ENGINE, scope=s)
+            for s in ("all", "traces")]
+    sql.append(sqlfiles.query("create_request_evidence", engine=ENGINE))
+    return hashlib.sha256("\n".join(sql).encode("utf-8")).hexdigest()
+
+
+def _ensure_evidence(session: Session) -> None:
+    """Compute every request_evidence row again when the SQL that computes them changed."""
+    wanted = evidence_hash()
+    found = select(session, sqlfiles.query("evidence_definition", engine=ENGINE))
+    if found.num_rows and found.column(0)[0].as_py() == wanted:
+        return
+    log.info("computing request_evidence (new store or a changed definition)")
+    run(session, sqlfiles.query("clear_request_evidence", engine=ENGINE))
+    fill_request_evidence(session)
+    run(session, sqlfiles.query("record_evidence_definition", engine=ENGINE),
+        {"definition_hash": wanted, "built_at": dt.datetime.now(dt.UTC)})
 
 
 def set_retention(session: Session, days: int) -> None:
