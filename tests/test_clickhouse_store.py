@@ -412,3 +412,21 @@ def test_a_machine_grade_that_changes_nothing_is_left_out(chdb_path: Path) -> No
     assert (changed.outcomes, changed.unchanged) == (1, 0)
     rows = select(session, "SELECT correct_judge, n_outcomes FROM request_outcomes").to_pylist()
     assert rows == [{"correct_judge": True, "n_outcomes": 2}]
+
+
+def test_recover_derives_what_a_stopped_writer_left(chdb_path: Path, one_writer: Any) -> None:
+    """A writer that stopped after inserting spans (half of every trace's) and before deriving
+    them: any other writer recovers them from the spans in ClickHouse."""
+    session = session_in(chdb_path, "store_recover")
+    spans = sorted(spans_of(small_jobs()), key=lambda s: (s.trace_id, s.span_id))
+    store = ClickHouseStore(session)
+    store.write([WriteJob(spans=spans[::2], outcomes=graded(spans))])
+    assert store.recover().traces == 0
+    stopped = ClickHouseStore(session)
+    stopped._insert_spans({(s.trace_id, s.span_id): s for s in spans[1::2]}, datetime.now(UTC))
+    assert derived_rows(session) != derived_rows(one_writer)
+    stats = ClickHouseStore(session).recover()
+    assert stats.traces == len({s.trace_id for s in spans})
+    assert derived_rows(session) == derived_rows(one_writer)
+    assert store.recover().traces == 0
+    session.close()

@@ -199,6 +199,20 @@ class ClickHouseStore:
         self.refresh_evidence(ids)
         return stats
 
+    def recover(self, batch: int = 1_000) -> WriteStats:
+        """Derive every trace whose stored spans its newest derivation has not all read (queries/
+        underived_traces.sql): what a writer that stopped after inserting spans left. Any
+        writer can run it; the spans in ClickHouse are all it reads."""
+        found = self.client.select(sqlfiles.query("underived_traces", engine=ENGINE))
+        ids = found.column(0).to_pylist()
+        stats = WriteStats()
+        for start in range(0, len(ids), batch):
+            done = self.rederive(ids[start:start + batch])
+            stats.traces += done.traces
+            stats.requests += done.requests
+            stats.normalize_errors += done.normalize_errors
+        return stats
+
     def spans_of_traces(self, trace_ids: Sequence[str]) -> dict[str, dict[str, SpanRecord]]:
         """The stored spans of the given traces (texts restored), by trace and span id; a span
         stored twice counts once, its first copy."""
