@@ -177,13 +177,11 @@ class ClickHouseStore:
         stats.traces = len(trace_ids)
         if any(o.grader in MACHINE_GRADERS for o in api_outcomes):
             api_outcomes = self._changing(api_outcomes, stats)
-        api: dict[int, int] = {}
         for o in api_outcomes:
             assert o.trace_id is not None
-            oid = self.outcome_ids.take()
-            api[oid] = 0
-            rows.add_outcome(oid, o.trace_id, "api", o, received_at, keep_text=self.keep_text)
-        self._insert_rows(rows, derivations, api)
+            rows.add_outcome(self.outcome_ids.take(), o.trace_id, "api", o, received_at,
+                             keep_text=self.keep_text)
+        self._insert_rows(rows, derivations)
         self.refresh_evidence(set(trace_ids) | {o.trace_id for o in api_outcomes
                                                 if o.trace_id is not None})
         return stats
@@ -195,7 +193,7 @@ class ClickHouseStore:
         rows = Rows(hashes=self._content_hash)
         derivations = self._derive(ids, rows, stats)
         stats.traces = len(derivations)
-        self._insert_rows(rows, derivations, {})
+        self._insert_rows(rows, derivations)
         self.refresh_evidence(ids)
         return stats
 
@@ -290,9 +288,10 @@ class ClickHouseStore:
                                  request.record.outcome, derived_at, keep_text=self.keep_text)
         return out
 
-    def _insert_rows(self, rows: Rows, derivations: Mapping[int, tuple[str, datetime, int, bool]],
-                     api_outcomes: Mapping[int, int]) -> None:
-        """Insert the rows of these derivations and outcomes; each derivation's row last."""
+    def _insert_rows(self, rows: Rows,
+                     derivations: Mapping[int, tuple[str, datetime, int, bool]]) -> None:
+        """Insert the rows of these derivations and the outcomes; the derivations' rows last.
+        A posted outcome has version 0 (always read), a span's its derivation's."""
         tables = rows.tables()
         self._insert_chunk_texts(tables["chunk_texts"])
         times = {rid: d[1] for rid, d in derivations.items()}
@@ -313,10 +312,9 @@ class ClickHouseStore:
         outcomes = tables["outcomes"]
         if outcomes.num_rows:
             by_trace = {d[0]: d[2] for d in derivations.values()}
-            version = [api_outcomes[oid] if origin == "api" else by_trace[trace]
-                       for oid, origin, trace in zip(outcomes.column("outcome_id").to_pylist(),
-                                                     outcomes.column("origin").to_pylist(),
-                                                     outcomes.column("trace_id").to_pylist())]
+            version = [0 if origin == "api" else by_trace[trace]
+                       for origin, trace in zip(outcomes.column("origin").to_pylist(),
+                                                outcomes.column("trace_id").to_pylist())]
             for column in ("decisive_chunk_ids", "required_constraints", "recalled_constraints"):
                 outcomes = outcomes.append_column(f"{column}_set",
                                                   outcomes.column(column).is_valid())

@@ -5,9 +5,8 @@
 -- since a ClickHouse view keeps the columns its `*` had when it was created.
 -- The newest derivation of each request (a tie is two derivations of the same spans).
 CREATE OR REPLACE VIEW current_derivations AS
-SELECT request_id, any(trace_id) AS trace_id, max(version) AS version,
-       argMax(has_request, version) AS has_request
-FROM derivations
+SELECT request_id, any(trace_id) AS trace_id, max(v) AS version, argMax(has_request, v) AS has_request
+FROM (SELECT request_id, trace_id, version AS v, has_request FROM derivations)
 GROUP BY request_id;
 
 CREATE OR REPLACE VIEW requests AS
