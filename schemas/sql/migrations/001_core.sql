@@ -13,8 +13,11 @@
 -- its derivation's `version`; `derivations` records each derivation once all of its rows are
 -- in, and the names the views read (requests, chunks, placements, answer_sources, outcomes)
 -- are views showing only the rows of each trace's newest derivation (queries/
--- create_current_views.sql). Tables are partitioned by day, so a TTL (collector/storage/
--- clickhouse.py, set_retention) drops whole days.
+-- create_current_views.sql). A versioned table's sorting key holds `version`, so a merge
+-- collapses only the rows of two derivations of the same version (the same rows), never an
+-- older version for a newer one: a newer one may not be published yet, and may never be if its
+-- writer stopped. Tables are partitioned by day, so a TTL (collector/storage/clickhouse.py,
+-- set_retention) drops whole days.
 CREATE TABLE settings (
     key   String,
     value Float64,
@@ -87,7 +90,7 @@ CREATE TABLE requests_versions (
     convention           String,
     warnings             Array(String),
     version              UInt64
-) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(time) ORDER BY request_id;
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, version);
 
 -- `time`: the request's, to partition by.
 CREATE TABLE chunks_versions (
@@ -111,7 +114,7 @@ CREATE TABLE chunks_versions (
     text_chars      Nullable(Int32),
     time            DateTime64(6, 'UTC'),
     version         UInt64
-) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, ordinal);
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, version, ordinal);
 
 CREATE TABLE chunk_texts (
     text_hash String,
@@ -128,7 +131,8 @@ CREATE TABLE placements_versions (
     char_end     Nullable(Int32),
     time         DateTime64(6, 'UTC'),
     version      UInt64
-) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, prompt_index);
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time)
+ORDER BY (request_id, version, prompt_index);
 
 -- Every outcome ever received, appended. A posted outcome ('api') has version 0 and is always
 -- read; one sent as span attributes ('span') is derived with its trace and carries that

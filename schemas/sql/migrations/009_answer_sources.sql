@@ -22,7 +22,7 @@ CREATE TABLE answer_sources_versions (
     seq          Int32,
     time         DateTime64(6, 'UTC'),
     version      UInt64
-) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, seq);
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, version, seq);
 {%- else -%}
 CREATE TABLE answer_sources (
     request_id   BIGINT NOT NULL,
