@@ -45,30 +45,52 @@ def ingest_samples(db: Path) -> None:
 
 def load_samples(db: Path, url: ClickHouseURL, work: Path) -> clickhouse.Connection:
     """The rows of the DuckDB file ``db`` in the ClickHouse database ``url`` (created with
-    midtrace's tables and views), through Parquet files in the folder ``work``."""
+    midtrace's tables and views), through Parquet files in the folder ``work``.
+
+    On ClickHouse the derived rows are stored versioned (migrations/001_core.sql) and read
+    through views of the same names: each is copied in as the one version 1 of its request,
+    with the request's time beside it where the table is partitioned by it, and a row number
+    where the view needs one; each request gets its ``derivations`` row last."""
     conn = clickhouse.connect(url)
     clickhouse.create_schema(conn)
     duck = duckdb.connect(str(db), read_only=True)
     try:
         for table in TABLES:
+            target = VERSIONED.get(table, table)
             parquet = work / f"{table}.parquet"
             names = [name for (name,) in duck.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
                 "ORDER BY ordinal_position", [table]).fetchall()]
+            target_columns = clickhouse_columns(conn, target)
             # a list's <list>_set flag (ClickHouse's outcomes): whether DuckDB's list is not NULL
-            flags = [name for name in clickhouse_columns(conn, table)
-                     if name.endswith("_set") and name.removesuffix("_set") in names]
-            selected = ", ".join([*names, *(f"{f.removesuffix('_set')} IS NOT NULL AS {f}"
-                                            for f in flags)])
-            duck.execute(f"COPY (SELECT {selected} FROM {table}) TO '{parquet}' (FORMAT parquet)")
-            columns = ", ".join([*names, *flags])
-            conn.command(f"TRUNCATE TABLE {table}")  # settings holds its defaults
-            conn.command(f"INSERT INTO {table} ({columns}) "
+            extra = {f: f"{f.removesuffix('_set')} IS NOT NULL" for f in target_columns
+                     if f.endswith("_set") and f.removesuffix("_set") in names}
+            if table in VERSIONED:
+                extra |= {c: sql for c, sql in _VERSION_COLUMNS.items()
+                          if c in target_columns and c not in names}
+            selected = ", ".join([*names, *(f"{sql} AS {c}" for c, sql in extra.items())])
+            duck.execute(f"COPY (SELECT {selected} FROM {table} t) TO '{parquet}' (FORMAT parquet)")
+            columns = ", ".join([*names, *extra])
+            conn.command(f"TRUNCATE TABLE {target}")  # settings holds its defaults
+            conn.command(f"INSERT INTO {target} ({columns}) "
                          f"SELECT {columns} FROM file('{parquet}', Parquet)")
     finally:
         duck.close()
+    conn.command("INSERT INTO derivations SELECT request_id, trace_id, time, 1, true "
+                 "FROM requests_versions")
     clickhouse.fill_request_evidence(conn)
     return conn
+
+
+VERSIONED = {"requests": "requests_versions", "chunks": "chunks_versions",
+             "placements": "placements_versions", "answer_sources": "answer_sources_versions",
+             "outcomes": "outcomes_versions"}
+# The views over the versioned tables (queries/create_current_views.sql).
+STORAGE_VIEWS = [*VERSIONED, "current_derivations", "request_evidence"]
+_VERSION_COLUMNS = {
+    "version": "1::UBIGINT",
+    "time": "(SELECT r.time FROM requests r WHERE r.request_id = t.request_id)",
+    "seq": "(row_number() OVER (PARTITION BY request_id) - 1)::INTEGER"}
 
 
 def clickhouse_columns(conn: clickhouse.Connection, table: str) -> list[str]:

@@ -23,7 +23,8 @@ from midtrace.collector.query import reads
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage import clickhouse
 from midtrace.sql import sqlfiles
-from tests.clickhouse_samples import TABLES, assert_same_rows, rows_of, same_grouping
+from tests.clickhouse_samples import (
+    STORAGE_VIEWS, TABLES, assert_same_rows, rows_of, same_grouping)
 
 # Views besides the metric views whose rows are compared: the per-request ones the metric
 # views are built on, the settings row and the attribute-limit warnings.
@@ -96,7 +97,8 @@ def test_every_view_is_compared(engines: tuple[Any, Any]) -> None:
     assert sorted(n for (n,) in duck.execute(query).fetchall()) == sorted(BASE_VIEWS + METRIC_VIEWS)
     on_clickhouse = session.query("SELECT name FROM system.tables WHERE engine = 'View' "
                                   "AND database = currentDatabase()")
-    assert sorted(on_clickhouse.column(0).to_pylist()) == sorted(BASE_VIEWS + METRIC_VIEWS)
+    assert sorted(on_clickhouse.column(0).to_pylist()) == sorted(
+        BASE_VIEWS + METRIC_VIEWS + STORAGE_VIEWS)
 
 
 @pytest.mark.parametrize("view", BASE_VIEWS + METRIC_VIEWS)
@@ -153,7 +155,7 @@ def test_request_evidence_of_some_requests_is_the_same_on_both_engines(
     assert_same_rows(f"request_evidence_live ({scope})", rows_of(expected), rows_of(got))
 
 
-def test_the_variants_returnrows_of(engines: tuple[Any, Any]) -> None:
+def test_the_variants_return_rows(engines: tuple[Any, Any]) -> None:
     duck, _ = engines
     for variant, (filters, group_by) in VARIANTS.items():
         sql, params = reads.view_query("overview", filters, group_by)

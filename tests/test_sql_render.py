@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from midtrace.collector.intake import otlp
 from midtrace.collector.receive.bodies import check_spans
+from midtrace.collector.storage import clickhouse
 from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.query import reads
@@ -87,10 +88,19 @@ def renderings(path: str) -> Iterator[tuple[str, str]]:
     values: dict[str, Any] = {
         **sqlfiles.metric_inputs(CONDITIONS, reads.GROUP_KEYS, "judge"), "filters": CONDITIONS,
         "grader": "references",
-        "group_keys": list(reads.GROUP_KEYS), "query": "SELECT 1 AS week", "database": "memory"}
+        "group_keys": list(reads.GROUP_KEYS), "query": "SELECT 1 AS week", "database": "memory",
+        "target": "texts", "columns": ["text_hash", "text"], "source": "_rows", "days": 30,
+        "engine": "clickhouse" if clickhouse_only(path) else sqlfiles.ENGINE}
     scoped = path.startswith("views/") or "scope" in sqlfiles.placeholders(path)
     for scope in (sqlfiles.SCOPES if scoped else ("all",)):
         yield scope, sqlfiles.render(path, **values, scope=scope)
+
+
+def clickhouse_only(path: str) -> bool:
+    """Whether the template at ``path`` is run on ClickHouse alone (its first line says so)."""
+    env = sqlfiles.environment()
+    source = env.loader.get_source(env, path)[0]  # type: ignore[union-attr]
+    return source.startswith("-- engine: clickhouse\n")
 
 
 def test_every_template_file_renders_with_nothing_left_and_parses() -> None:
@@ -100,6 +110,9 @@ def test_every_template_file_renders_with_nothing_left_and_parses() -> None:
     for path in templates:
         for scope, sql in renderings(path):
             assert_consumed(sql, f"{path} (scope {scope})")
+            if clickhouse_only(path):
+                assert clickhouse.statements(sql), path
+                continue
             assert duckdb.extract_statements(sql), path  # raises on a syntax error
 
 

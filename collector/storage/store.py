@@ -191,6 +191,27 @@ def refresh_evidence(conn: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) 
     conn.execute(sqlfiles.query("fill_request_evidence", scope="traces"), scope)
 
 
+def changing(outcomes: list[Outcome], current: dict[tuple[str, str], dict[str, Any]],
+             keep_text: bool, stats: WriteStats) -> list[Outcome]:
+    """The outcomes less the machine grades that change nothing: ``current`` holds what each
+    (trace, machine grader) says now, merged (queries/machine_grades_of_traces.sql), and is
+    updated with the grades kept."""
+    kept = []
+    for o in outcomes:
+        if o.grader not in MACHINE_GRADERS or o.trace_id is None:
+            kept.append(o)
+            continue
+        said = current.setdefault((o.trace_id, o.grader), {})
+        sets = {k: v for k, v in graded_fields(o, keep_text).items() if v is not None}
+        if all(said.get(k) == v for k, v in sets.items()):
+            stats.unchanged += 1
+            continue
+        said.update(sets)
+        kept.append(o)
+    stats.outcomes = len(kept)
+    return kept
+
+
 def _renumbered(table: pa.Table, column: str, ids: dict[int, int]) -> pa.Table:
     """The rows whose ``column`` is a key of ``ids``, that column mapped through it."""
     if not table.num_rows:
@@ -517,20 +538,7 @@ class Store:
         for row in cursor.fetchall():
             values = dict(zip(names, row))
             current[(values.pop("trace_id"), values.pop("grader"))] = values
-        kept = []
-        for o in outcomes:
-            if o.grader not in MACHINE_GRADERS or o.trace_id is None:
-                kept.append(o)
-                continue
-            said = current.setdefault((o.trace_id, o.grader), {})
-            sets = {k: v for k, v in graded_fields(o, self.keep_text).items() if v is not None}
-            if all(said.get(k) == v for k, v in sets.items()):
-                stats.unchanged += 1
-                continue
-            said.update(sets)
-            kept.append(o)
-        stats.outcomes = len(kept)
-        return kept
+        return changing(outcomes, current, self.keep_text, stats)
 
     def _take_outcome_id(self) -> int:
         oid = self._next_outcome_id

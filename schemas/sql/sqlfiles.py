@@ -13,7 +13,9 @@ autoescape off. The folders:
 Every render gets ``engine``: ``"duckdb"`` (the default) or ``"clickhouse"`` (:data:`ENGINES`).
 A file is written once and branches on it where the dialects differ, mostly through the
 macros of parts/dialect.sql; the migrations and views/01_helpers.sql keep a ClickHouse branch
-of their own (docs/architecture.md, "Two engines").
+of their own (docs/architecture.md, "Two engines"). A query whose first line is
+``-- engine: clickhouse`` has no DuckDB counterpart and is run on ClickHouse alone (the views
+over its versioned tables, its TTL, its recovery).
 
 A metric view (a view file with a ``-- metric:`` header) has three placeholders, filled by
 :func:`metric_inputs` from the macros in parts/metric_inputs.sql:

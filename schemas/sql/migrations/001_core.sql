@@ -3,10 +3,21 @@
 -- every grade ever sent and `request_outcomes` (a view) merges them.
 
 {% if engine == "clickhouse" -%}
--- ClickHouse: the same tables, NOT NULL columns plain and the others Nullable, each a
--- MergeTree ordered the way the views and the trace lookups read it. An array is never NULL
--- there: an unset list is empty, and where an empty list is a value of its own (an outcome's
--- lists) a column <list>_set says whether it was sent.
+-- ClickHouse: the same tables, NOT NULL columns plain and the others Nullable. An array is
+-- never NULL there: an unset list is empty, and where an empty list is a value of its own (an
+-- outcome's lists) a column <list>_set says whether it was sent.
+--
+-- Many writers share one ClickHouse (docs/architecture.md, "Two engines", "The write path on
+-- ClickHouse"): every derivation of a trace is inserted as a new version, never updated in
+-- place. The rows derived from a trace are kept in <name>_versions tables, each row carrying
+-- its derivation's `version`; `derivations` records each derivation once all of its rows are
+-- in, and the names the views read (requests, chunks, placements, answer_sources, outcomes)
+-- are views showing only the rows of each trace's newest derivation (queries/
+-- create_current_views.sql). A versioned table's sorting key holds `version`, so a merge
+-- collapses only the rows of two derivations of the same version (the same rows), never an
+-- older version for a newer one: a newer one may not be published yet, and may never be if its
+-- writer stopped. Tables are partitioned by day, so a TTL (collector/storage/clickhouse.py,
+-- set_retention) drops whole days.
 CREATE TABLE settings (
     key   String,
     value Float64,
@@ -33,9 +44,25 @@ CREATE TABLE spans (
     attributes               String,
     resource                 String,
     received_at              DateTime64(6, 'UTC')
-) ENGINE = MergeTree ORDER BY (trace_id, span_id);
+) ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMMDD(fromUnixTimestamp64Nano(start_ns, 'UTC'))
+ORDER BY (trace_id, span_id);
 
-CREATE TABLE requests (
+-- One row per derivation of a trace, inserted after every other row of that derivation:
+-- until it is here, none of them is read. `version` orders the derivations of a trace: the
+-- number of spans it was derived from in the high 22 bits, the time it was derived at (ms
+-- since 2024-01-01 UTC) in the low 42, so a derivation that saw more spans wins whatever
+-- the clocks say. `has_request`: false when the trace's spans give no request (any rows of
+-- an earlier derivation are then hidden).
+CREATE TABLE derivations (
+    request_id  Int64,
+    trace_id    String,
+    time        DateTime64(6, 'UTC'),
+    version     UInt64,
+    has_request Bool
+) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(time) ORDER BY request_id;
+
+CREATE TABLE requests_versions (
     request_id           Int64,
     trace_id             String,
     time                 DateTime64(6, 'UTC'),
@@ -61,10 +88,12 @@ CREATE TABLE requests (
     cost_usd             Nullable(Float64),
     verifier_result      Nullable(String),
     convention           String,
-    warnings             Array(String)
-) ENGINE = MergeTree ORDER BY request_id;
+    warnings             Array(String),
+    version              UInt64
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, version);
 
-CREATE TABLE chunks (
+-- `time`: the request's, to partition by.
+CREATE TABLE chunks_versions (
     request_id      Int64,
     chunk_id        String,
     ordinal         Int32,
@@ -82,25 +111,34 @@ CREATE TABLE chunks (
     decisive        Nullable(Bool),
     cited           Nullable(Bool),
     text_hash       Nullable(String),
-    text_chars      Nullable(Int32)
-) ENGINE = MergeTree ORDER BY (request_id, ordinal);
+    text_chars      Nullable(Int32),
+    time            DateTime64(6, 'UTC'),
+    version         UInt64
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, version, ordinal);
 
 CREATE TABLE chunk_texts (
     text_hash String,
     text      String
-) ENGINE = MergeTree ORDER BY text_hash;
+) ENGINE = ReplacingMergeTree ORDER BY text_hash;
 
-CREATE TABLE placements (
+CREATE TABLE placements_versions (
     request_id   Int64,
     chunk_id     String,
     prompt_index Int32,
     token_start  Nullable(Int32),
     token_end    Nullable(Int32),
     char_start   Nullable(Int32),
-    char_end     Nullable(Int32)
-) ENGINE = MergeTree ORDER BY (request_id, prompt_index);
+    char_end     Nullable(Int32),
+    time         DateTime64(6, 'UTC'),
+    version      UInt64
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time)
+ORDER BY (request_id, version, prompt_index);
 
-CREATE TABLE outcomes (
+-- Every outcome ever received, appended. A posted outcome ('api') has version 0 and is always
+-- read; one sent as span attributes ('span') is derived with its trace and carries that
+-- derivation's version. outcome_id orders arrivals across writers (time-based: ms since the
+-- epoch in the high bits, collector/storage/clickhouse_store.py).
+CREATE TABLE outcomes_versions (
     outcome_id           Int64,
     trace_id             String,
     origin               String,
@@ -116,8 +154,9 @@ CREATE TABLE outcomes (
     -- whether the outcome sets the list: an empty list may be a grade ("none recalled")
     decisive_chunk_ids_set   Bool DEFAULT notEmpty(decisive_chunk_ids),
     required_constraints_set Bool DEFAULT notEmpty(required_constraints),
-    recalled_constraints_set Bool DEFAULT notEmpty(recalled_constraints)
-) ENGINE = MergeTree ORDER BY (trace_id, outcome_id);
+    recalled_constraints_set Bool DEFAULT notEmpty(recalled_constraints),
+    version                  UInt64
+) ENGINE = MergeTree PARTITION BY toYYYYMMDD(received_at) ORDER BY (trace_id, outcome_id);
 {%- else -%}
 CREATE TABLE settings (
     key   VARCHAR PRIMARY KEY,

@@ -5,7 +5,7 @@
 -- sent by the app or a person. The request_outcomes view ranks person over references over
 -- judge, whatever their times.
 {% if engine == "clickhouse" -%}
-ALTER TABLE outcomes ADD COLUMN grader Nullable(String);
+ALTER TABLE outcomes_versions ADD COLUMN grader Nullable(String);
 {%- else -%}
 ALTER TABLE outcomes ADD COLUMN grader VARCHAR;
 {%- endif %}

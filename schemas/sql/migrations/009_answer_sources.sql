@@ -6,7 +6,9 @@
 -- its content hash either way. Requests stored before this migration have none until
 -- `midtrace rebuild`.
 {% if engine == "clickhouse" -%}
-CREATE TABLE answer_sources (
+-- ClickHouse: versioned as chunks are (001_core.sql); `seq` numbers a request's rows, `time`
+-- is the request's.
+CREATE TABLE answer_sources_versions (
     request_id   Int64,
     chunk_id     String,
     ordinal      Int32,
@@ -16,8 +18,11 @@ CREATE TABLE answer_sources (
     chunk_start  Int32,
     chunk_end    Int32,
     matched      Nullable(String),
-    matched_hash String
-) ENGINE = MergeTree ORDER BY (request_id, chunk_id);
+    matched_hash String,
+    seq          Int32,
+    time         DateTime64(6, 'UTC'),
+    version      UInt64
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (request_id, version, seq);
 {%- else -%}
 CREATE TABLE answer_sources (
     request_id   BIGINT NOT NULL,

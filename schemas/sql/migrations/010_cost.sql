@@ -3,7 +3,7 @@
 -- gen_ai.usage.completion_tokens, else llm.token_count.completion); requests stored before
 -- this column existed have it on `midtrace rebuild`.
 {% if engine == "clickhouse" -%}
-ALTER TABLE requests ADD COLUMN output_tokens Nullable(Int32);
+ALTER TABLE requests_versions ADD COLUMN output_tokens Nullable(Int32);
 {%- else -%}
 ALTER TABLE requests ADD COLUMN output_tokens INTEGER;
 {%- endif %}

@@ -6,7 +6,7 @@
 -- spans only, become requests with `midtrace rebuild`.
 {% if engine == "clickhouse" -%}
 -- (a ClickHouse store starts with this column: there are no older requests to mark)
-ALTER TABLE requests ADD COLUMN kind Nullable(String) DEFAULT 'rag';
+ALTER TABLE requests_versions ADD COLUMN kind Nullable(String) DEFAULT 'rag';
 {%- else -%}
 ALTER TABLE requests ADD COLUMN kind VARCHAR DEFAULT 'rag';
 UPDATE requests SET kind = 'retrieval_only'

@@ -2,7 +2,11 @@
 -- ClickHouse: the columns of request_evidence_live spelt out (every one Nullable but the key
 -- and the lists, which ClickHouse keeps empty when unset); the view parity test
 -- (tests/test_clickhouse_views.py) fails when they part from DuckDB's.
-CREATE OR REPLACE TABLE request_evidence (
+-- Versioned like the rows it is computed from (migrations/001_core.sql): each computation of a
+-- request's row is appended with `version`, its derivation's version in the high 64 bits and
+-- the number of its trace's outcomes in the low 32, both read before the row is computed.
+-- Both only grow, so the row computed last from the newest state has the highest version.
+CREATE TABLE IF NOT EXISTS request_evidence_versions (
     request_id           Int64,
     trace_id             Nullable(String),
     time                 Nullable(DateTime64(6, 'UTC')),
@@ -53,8 +57,18 @@ CREATE OR REPLACE TABLE request_evidence (
     n_followed           Nullable(Int32),
     follows_decisive     Nullable(Bool),
     followed_distractors Array(Tuple(chunk_id Nullable(String), slot Nullable(Int32),
-                                     relative_position Nullable(Float64)))
-) ENGINE = MergeTree ORDER BY request_id;
+                                     relative_position Nullable(Float64))),
+    version              UInt128
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(assumeNotNull(time)) ORDER BY request_id;
+
+-- The newest row of each request whose newest derivation has a request.
+CREATE OR REPLACE VIEW request_evidence AS
+SELECT * EXCEPT (version) FROM request_evidence_versions
+WHERE (request_id, version) IN (SELECT request_id, max(version) FROM request_evidence_versions
+                                GROUP BY request_id)
+  AND request_id IN (SELECT request_id FROM current_derivations WHERE has_request)
+LIMIT 1 BY request_id;
 {%- else -%}
 -- The table takes its columns from the view it is kept equal to; it is filled afterwards.
 CREATE OR REPLACE TABLE request_evidence AS SELECT * FROM request_evidence_live LIMIT 0;
