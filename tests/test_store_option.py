@@ -36,9 +36,10 @@ def test_the_store_comes_from_the_flag_then_the_variables(
 
 
 COMMANDS = [["rebuild"], ["export", "--trace-id", "ab" * 16], ["collector"], ["cases"],
-            ["report"], ["gate"], ["dashboard"]]
-# Only the commands that read take a ClickHouse store yet (tests/test_clickhouse_reads.py).
-CLICKHOUSE_READERS = ("report", "gate", "dashboard")
+            ["report"], ["gate"], ["dashboard"], ["prune", "--older-than", "30d"]]
+# The commands that take a ClickHouse store (tests/test_clickhouse_reads.py,
+# tests/e2e/test_clickhouse_collectors.py); the others refuse it.
+CLICKHOUSE_READERS = ("report", "gate", "dashboard", "collector", "rebuild")
 BAD_STORES = [
     ("clickhouse://localhost:8123/traces", "cannot use a ClickHouse store (clickhouse://) yet"),
     ("chdb:///tmp/x", "cannot use a ClickHouse store (chdb://) yet"),

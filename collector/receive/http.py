@@ -36,8 +36,8 @@ from midtrace.collector.intake.accept import Intake, recover
 from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_trace_export, SpanCheck, logs_answer,
     traces_answer)
-from midtrace.collector.settings import CollectorSettings
-from midtrace.collector.storage.appender import Appender, Freshness
+from midtrace.collector.settings import ClickHouseURL, CollectorSettings, parse_store
+from midtrace.collector.storage.appender import Appender, DirectAppender, Freshness
 from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import Store, WriteJob
@@ -87,7 +87,11 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 def build_intake(writer: Writer, settings: CollectorSettings,
                  forwarders: Sequence[Forwarder] = ()) -> Intake:
     """The intake in front of ``writer``: an appender that acknowledges once the intake log
-    has committed, the freshness the writer reports to, a reopen that derives the log."""
+    has committed, the freshness the writer reports to, a reopen that derives the log. A
+    store many collectors share (ClickHouse) has no intake log: its exports are acknowledged
+    once derived (DirectAppender)."""
+    if getattr(writer.store, "shared", False):
+        return Intake(DirectAppender(writer), forwarders, keep_text=settings.keep_text)
     freshness = Freshness()
     writer.on_derived = freshness.derived
     appender = Appender(IntakeLog(writer.store.conn), writer, freshness,
@@ -228,17 +232,7 @@ def run(settings: CollectorSettings) -> None:
     """Serve OTLP/HTTP and OTLP/gRPC until SIGINT/SIGTERM, then commit what is queued,
     give forward targets a moment to drain, and close the database."""
     settings.check()
-    store = Store.open(settings.db, keep_text=settings.keep_text, prices=settings.prices)
-    recovered = recover(store)
-    if recovered:
-        print(f"midtrace collector derived {recovered} exports left in the intake log",
-              file=sys.stderr, flush=True)
-    # The query API reads through this connection: after migrations it never needs to reach
-    # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
-    store.forbid_external_access()
-    workers = default_workers() if settings.derive_workers is None else settings.derive_workers
-    pool = DerivePool(workers) if workers else None
-    writer = Writer(store, max_queue=settings.queue_size, pool=pool).start()
+    writer = _open_writer(settings)
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]
     intake = build_intake(writer, settings, forwarders)
@@ -254,6 +248,31 @@ def run(settings: CollectorSettings) -> None:
         appender.close()  # what was acknowledged is in the log; the writer derives the rest
         writer.close()
         print("midtrace collector stopped", file=sys.stderr, flush=True)
+
+
+def _open_writer(settings: CollectorSettings) -> Writer:
+    """The writer of the store ``settings.db`` names, started. A DuckDB file: what a stop
+    left in its intake log is derived first, and rows are derived by worker processes. A
+    ClickHouse store: each export is derived in the writer thread and acknowledged once its
+    rows are in; more collectors, not workers, spread the work (docs/clickhouse.md)."""
+    target = parse_store(settings.db)
+    if isinstance(target, ClickHouseURL):
+        from midtrace.collector.storage.clickhouse_store import ClickHouseStore
+
+        shared = ClickHouseStore.open(target, keep_text=settings.keep_text,
+                                      prices=settings.prices)
+        return Writer(shared, max_queue=settings.queue_size).start()
+    store = Store.open(target, keep_text=settings.keep_text, prices=settings.prices)
+    recovered = recover(store)
+    if recovered:
+        print(f"midtrace collector derived {recovered} exports left in the intake log",
+              file=sys.stderr, flush=True)
+    # The query API reads through this connection: after migrations it never needs to reach
+    # a file or the network, and this (database-wide, irreversible) makes sure it cannot.
+    store.forbid_external_access()
+    workers = default_workers() if settings.derive_workers is None else settings.derive_workers
+    pool = DerivePool(workers) if workers else None
+    return Writer(store, max_queue=settings.queue_size, pool=pool).start()
 
 
 async def _serve(app: Starlette, sock: socket.socket, intake: Intake,

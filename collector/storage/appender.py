@@ -227,3 +227,47 @@ class Appender:
             raw = None if item.export.content_type == REDACTED_PROTOBUF else item.export
             self.writer.submit_blocking(WriteJob(spans=item.spans, export_id=export_id, raw=raw,
                                                  count=item.count))
+
+
+class DirectAppender:
+    """The intake of a store many collectors share (ClickHouse, docs/clickhouse.md): no
+    intake log of its own; an export is acknowledged once the writer has stored its spans and
+    derived its rows. A collector that dies before answering leaves the export to the
+    exporter's retry, and a retried export replaces what it stored, never duplicates it."""
+
+    derives_raw = False  # intake hands the writer decoded spans
+
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
+        self.freshness = Freshness()  # nothing is acknowledged before it is derived
+        self.unwritable: str | None = None
+        self.last_error: str | None = None
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return self.writer.alive
+
+    def submit(self, export: RawExport, spans: Sequence[SpanRecord], count: int) -> Future[int]:
+        """Queue one export's spans for the writer; the Future is answered (with 0: there is
+        no export id) once they are stored and derived, or with the writer's error."""
+        if self._closed:
+            raise RuntimeError("appender is closed")
+        written = self.writer.submit(WriteJob(spans=list(spans)))  # QueueFull: 503
+        done: Future[int] = Future()
+
+        def answer(f: Future[object]) -> None:
+            error = f.exception()
+            if error is not None:
+                self.last_error = first_line(error)
+                settle(done, error=error)
+            else:
+                settle(done, 0)
+        written.add_done_callback(answer)
+        return done
+
+    def mark_broken(self, error: BaseException) -> None:
+        self.last_error = first_line(error)
+
+    def close(self, timeout: float = 30.0) -> None:
+        self._closed = True

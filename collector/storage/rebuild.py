@@ -2,14 +2,17 @@
 
 Run after upgrading the normalizer (a new convention understood, a bug fixed) so old traffic
 is analysed the way new traffic is. Each trace keeps its request id and its span outcome's id,
-so running it twice gives the same rows.
+so running it twice gives the same rows. On ClickHouse each trace gets a new version
+(clickhouse_store.py), which the views read in place of the old one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from midtrace.collector.storage.clickhouse_store import ClickHouseStore
 from midtrace.collector.storage.store import Store
 from midtrace.sql import sqlfiles
 
@@ -23,16 +26,22 @@ class RebuildReport:
     normalize_errors: int = 0
 
 
-def trace_count(store: Store) -> int:
-    ((n,),) = store.conn.execute(sqlfiles.query("trace_count")).fetchall()
-    return int(n)
+def trace_count(store: Store | ClickHouseStore) -> int:
+    return int(_column(store, "trace_count")[0])
 
 
-def rebuild(store: Store, progress: Callable[[int], None] | None = None,
+def _column(store: Store | ClickHouseStore, name: str) -> list[Any]:
+    """The first column of the named query's rows, on either engine."""
+    if isinstance(store, ClickHouseStore):
+        return store.conn.query(sqlfiles.query(name, engine="clickhouse")).column(0).to_pylist()
+    return [row[0] for row in store.conn.execute(sqlfiles.query(name)).fetchall()]
+
+
+def rebuild(store: Store | ClickHouseStore, progress: Callable[[int], None] | None = None,
             batch_traces: int = BATCH_TRACES) -> RebuildReport:
     """Re-normalize every stored trace, ``batch_traces`` per transaction."""
     report = RebuildReport()
-    trace_ids = [t for (t,) in store.conn.execute(sqlfiles.query("all_trace_ids")).fetchall()]
+    trace_ids = _column(store, "all_trace_ids")
     for i in range(0, len(trace_ids), batch_traces):
         batch = trace_ids[i:i + batch_traces]
         stats = store.rederive(batch)

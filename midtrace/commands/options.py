@@ -248,11 +248,24 @@ class StoreCommand(click.Command):
             fail(str(describe(ctx.params.get("db"), e)), EXIT_SOURCE)
 
 
-def open_store(db: Path):  # type: ignore[no-untyped-def]
-    """Open a store for writing, first deriving what a collector's stop left in its intake
-    log, so every offline command sees every acknowledged export."""
-    from midtrace.collector.intake.accept import recover
+def open_store(db: Path | ClickHouseURL):  # type: ignore[no-untyped-def]
+    """Open a store for writing, first deriving what a collector's stop left underived (a
+    DuckDB file's intake log; on ClickHouse, traces whose stored spans no derivation has
+    read), so every offline command sees every acknowledged export."""
     from midtrace.collector.storage.store import Store, StoreError
+
+    if isinstance(db, ClickHouseURL):
+        from midtrace.collector.storage.clickhouse_store import ClickHouseStore
+
+        try:
+            shared = ClickHouseStore.open(db)
+        except StoreError as e:
+            fail(str(e), EXIT_SOURCE)
+        recovered = shared.recover().traces
+        if recovered:
+            click.echo(f"derived {recovered} traces a stopped writer left in {db}", err=True)
+        return shared
+    from midtrace.collector.intake.accept import recover
 
     try:
         store = Store.open(db)

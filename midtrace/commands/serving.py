@@ -20,7 +20,9 @@ from midtrace.supervise import (
 
 
 @click.command(cls=StoreCommand)
-@store_option()
+@store_option(clickhouse=True, help="Where midtrace stores traces: a DuckDB file path or "
+              "duckdb:///path, or a ClickHouse store shared with other collectors: "
+              "clickhouse://user@host:8123/db, clickhouses://..., chdb:///folder.")
 @collector_options
 def collector(db: Path, **options: Any) -> None:
     """Receive OTLP traces (HTTP and gRPC) and outcomes and store them in the store."""
@@ -77,7 +79,9 @@ def dashboard(url: str | None, db: Path | ClickHouseURL | None, token: str | Non
 
 
 @click.command()
-@store_option()
+@store_option(clickhouse=True, help="Where midtrace stores traces: a DuckDB file path or "
+              "duckdb:///path, or a ClickHouse store shared with other collectors: "
+              "clickhouse://user@host:8123/db, clickhouses://..., chdb:///folder.")
 @collector_options
 @dashboard_port_option
 def serve(db: Path, port: int, **options: Any) -> None:

@@ -10,9 +10,13 @@ import click
 from midtrace.commands.options import (
     EXIT_USAGE, StoreCommand, fail, open_store, store_option, trace_id_option)
 
+WRITE_ANY_STORE_HELP = ("Where midtrace stores traces: a DuckDB file path or duckdb:///path "
+                        "(no collector may hold it), or a ClickHouse store: "
+                        "clickhouse://user@host:8123/db, clickhouses://..., chdb:///folder.")
+
 
 @click.command(cls=StoreCommand)
-@store_option()
+@store_option(clickhouse=True, help=WRITE_ANY_STORE_HELP)
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def ingest(db: Path, files: tuple[Path, ...]) -> None:
@@ -37,7 +41,7 @@ def ingest(db: Path, files: tuple[Path, ...]) -> None:
 
 
 @click.command(cls=StoreCommand)
-@store_option()
+@store_option(clickhouse=True, help=WRITE_ANY_STORE_HELP)
 def rebuild(db: Path) -> None:
     """Derive request, chunk and placement rows again from the kept spans (no collector may hold the store)."""
     from midtrace.collector.storage.rebuild import rebuild as rebuild_all

@@ -212,3 +212,14 @@ CAST(date_trunc('week', timezone('UTC', {{ time }})) AS DATE)
 {%- macro bare(column) -%}
 {{ column }}{% if engine == "clickhouse" %} AS {{ column.split(".")[-1] }}{% endif %}
 {%- endmacro -%}
+
+{#- The text table `table` (chunk_texts, texts) as a join's right side, for the hashes
+    `hashes` (a subquery) only. ClickHouse: writers sharing a store may each insert the same
+    text before a merge folds them, so each hash is read once; DuckDB: the table itself. -#}
+{%- macro texts_of(table, hashes) -%}
+{%- if engine == "clickhouse" -%}
+(SELECT text_hash, any(text) AS text FROM {{ table }} WHERE text_hash IN ({{ hashes }}) GROUP BY text_hash)
+{%- else -%}
+{{ table }}
+{%- endif -%}
+{%- endmacro -%}

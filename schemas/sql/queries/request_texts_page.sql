@@ -4,6 +4,7 @@
 -- (collector/query/reads.py, run_request_texts; filters as in parts/filters.sql).
 {% from "parts/filters.sql" import param with context -%}
 {% from "parts/metric_inputs.sql" import facts with context %}
+{% from "parts/dialect.sql" import texts_of with context -%}
 WITH page AS (
     SELECT request_id FROM {{ facts(filters, grader) }}
     ORDER BY request_id
@@ -31,7 +32,7 @@ SELECT
 FROM page
 JOIN requests r USING (request_id)
 LEFT JOIN chunks c USING (request_id)
-LEFT JOIN chunk_texts t USING (text_hash)
+LEFT JOIN {{ texts_of("chunk_texts", "SELECT text_hash FROM chunks WHERE request_id IN (SELECT request_id FROM page)") }} t USING (text_hash)
 LEFT JOIN placed pl ON pl.request_id = c.request_id AND pl.chunk_id = c.chunk_id
 GROUP BY r.request_id, r.trace_id, r.question, r.answer
 ORDER BY r.request_id

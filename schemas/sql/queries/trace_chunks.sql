@@ -1,5 +1,5 @@
 {% from "parts/filters.sql" import param with context -%}
-{% from "parts/dialect.sql" import list_contains with context -%}
+{% from "parts/dialect.sql" import list_contains, texts_of with context -%}
 {#- ClickHouse: a scalar subquery over no rows (no outcome) cannot be an array; any() over
     none gives the empty one. -#}
 {% set decisive_ids = "(SELECT any(decisive_chunk_ids) FROM outcome)" if engine == "clickhouse"
@@ -27,6 +27,6 @@ SELECT
     t.text
 FROM chunks c
 JOIN requests r USING (request_id)
-LEFT JOIN chunk_texts t USING (text_hash)
+LEFT JOIN {{ texts_of("chunk_texts", "SELECT text_hash FROM chunks WHERE request_id = " ~ param("r", "Int64")) }} t USING (text_hash)
 WHERE c.request_id = {{ param("r", "Int64") }}
 ORDER BY c.ordinal;
