@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
     EXIT_USAGE, StoreCommand, fail, open_store, store_option, trace_id_option)
 
@@ -62,7 +64,8 @@ def rebuild(db: Path) -> None:
 
 
 @click.command(cls=StoreCommand)
-@store_option()
+@store_option(clickhouse=True, help=WRITE_ANY_STORE_HELP + " On ClickHouse, --older-than sets "
+              "a retention (a TTL in whole days) instead.")
 @click.option("--older-than", envvar="MIDTRACE_OLDER_THAN", show_envvar=True, default=None,
               help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
 @trace_id_option
@@ -83,6 +86,9 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
             check_trace_id(t)
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
+    if isinstance(db, ClickHouseURL):
+        _retain(db, age, trace_ids)
+        return
     store = open_store(db)
     try:
         report = prune_traces(store, age, trace_ids)
@@ -94,6 +100,25 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
     click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
                f"requests, {report.outcomes} outcomes from {db}"
                + (" (file compacted)" if compact else ""))
+
+
+def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...]) -> None:
+    """``prune`` on ClickHouse: keep ``age`` of rows from now on, as a TTL on every
+    day-partitioned table (docs/clickhouse.md, "Retention")."""
+    from midtrace.collector.storage import clickhouse
+
+    if trace_ids:
+        fail("erasing chosen traces from a ClickHouse store is not supported yet; "
+             "--older-than sets its retention", EXIT_USAGE)
+    assert age is not None
+    days, rest = divmod(age, timedelta(days=1))
+    if rest or days < 1:
+        fail(f"a ClickHouse store keeps whole days: give --older-than in days or weeks (30d, "
+             f"2w), not {age}", EXIT_USAGE)
+    open_store(url).close()  # its tables brought up to date first
+    clickhouse.set_retention(clickhouse.connect(url), days)
+    click.echo(f"{url} keeps {days} days from now on: ClickHouse drops older rows as it "
+               "merges their parts (a TTL on every day-partitioned table)")
 
 
 @click.command(cls=StoreCommand)

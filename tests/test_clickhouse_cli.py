@@ -1,0 +1,59 @@
+"""The offline commands on a ClickHouse store, each in a process of its own (chdb holds one
+folder per process): ingest, rebuild, report, and prune's retention."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.clickhouse_samples import SAMPLES
+
+
+def midtrace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "midtrace", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+TTLS = """
+import sys
+from midtrace.collector.settings import parse_store
+from midtrace.collector.storage import clickhouse
+conn = clickhouse.connect(parse_store(sys.argv[1]))
+for row in conn.query("SELECT name, engine_full FROM system.tables "
+                      "WHERE database = currentDatabase() AND engine_full LIKE '%TTL%'").to_pylist():
+    print(row["name"], "|", row["engine_full"])
+"""
+
+
+def ttls(folder: Path) -> dict[str, str]:
+    """Each table of the store with a TTL, and its engine's definition."""
+    run = subprocess.run([sys.executable, "-c", TTLS, f"chdb://{folder}"], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    pairs = (line.split("|", 1) for line in run.stdout.splitlines() if "|" in line)
+    return {name.strip(): engine.strip() for name, engine in pairs}
+
+
+def test_ingest_rebuild_report_and_retention_on_chdb(tmp_path: Path) -> None:
+    store = f"chdb://{tmp_path}/store"
+    ingested = midtrace("ingest", "--store", store, str(SAMPLES / "langchain_rag.jsonl"))
+    assert ingested.returncode == 0, ingested.stderr
+    assert "ingested" in ingested.stdout and "into chdb://" in ingested.stdout
+    rebuilt = midtrace("rebuild", "--store", store)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    requests = int(ingested.stdout.split("(")[1].split()[0])
+    assert f"rebuilt {requests} requests" in rebuilt.stdout
+    report = midtrace("report", "--store", store, "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert ttls(tmp_path / "store") == {}
+    for bad, message in ((["--older-than", "12h"], "whole days"),
+                         (["--trace-id", "ab" * 16], "not supported yet")):
+        refused = midtrace("prune", "--store", store, *bad)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    kept = midtrace("prune", "--store", store, "--older-than", "2w")
+    assert kept.returncode == 0, kept.stderr
+    assert "keeps 14 days" in kept.stdout
+    found = ttls(tmp_path / "store")
+    assert {"spans", "requests_versions", "chunks_versions", "outcomes_versions"} <= set(found)
+    assert all("toIntervalDay(14)" in e or "INTERVAL 14 DAY" in e for e in found.values()), found
