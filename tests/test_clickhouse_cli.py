@@ -1,8 +1,9 @@
 """The offline commands on a ClickHouse store, each in a process of its own (chdb holds one
-folder per process): ingest, rebuild, report, and prune's retention."""
+folder per process): ingest, rebuild, report, export, and prune's retention."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,15 @@ def test_ingest_rebuild_report_and_retention_on_chdb(tmp_path: Path) -> None:
     assert f"rebuilt {requests} requests" in rebuilt.stdout
     report = midtrace("report", "--store", store, "--format", "json")
     assert report.returncode == 0, report.stderr
+    # a trace exported from ClickHouse reads into a DuckDB file as the same request
+    trace_ids = [json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+                 for line in (SAMPLES / "langchain_rag.jsonl").read_text().splitlines()[:3]]
+    exported = midtrace("export", "--store", store, *(a for t in trace_ids for a in ("--trace-id", t)))
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 3
+    (tmp_path / "three.jsonl").write_text(exported.stdout)
+    again = midtrace("ingest", "--store", str(tmp_path / "three.duckdb"), str(tmp_path / "three.jsonl"))
+    assert again.returncode == 0 and "(3 request updates)" in again.stdout, again.stdout
     assert ttls(tmp_path / "store") == {}
     for bad, message in ((["--older-than", "12h"], "whole days"),
                          (["--trace-id", "ab" * 16], "not supported yet")):

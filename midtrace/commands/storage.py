@@ -122,7 +122,7 @@ def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...
 
 
 @click.command(cls=StoreCommand)
-@store_option()
+@store_option(clickhouse=True, help=WRITE_ANY_STORE_HELP)
 @trace_id_option
 def export(db: Path, trace_ids: tuple[str, ...]) -> None:
     """Write chosen traces to stdout as OTLP/JSON lines, the format `ingest` reads."""
