@@ -24,6 +24,7 @@ and its workers; and database bytes per request.
     .venv/bin/python bench/ingest.py --profile own        # cProfile of the write path in-process
     .venv/bin/python bench/ingest.py --derive-workers 0,1 # the writer thread alone vs a worker
     .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb  # into a 1M-request file
+    .venv/bin/python bench/ingest.py --run own --chdb     # a collector on DuckDB vs one on chdb
 """
 
 from __future__ import annotations
@@ -328,7 +329,7 @@ def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[lis
 def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
              workdir: Path, cache: Path | None = None, checkout: Path = ROOT,
              label: str = "this checkout", derive_workers: int | None = None,
-             into: Path | None = None) -> dict[str, Any]:
+             into: Path | None = None, engine: str = "duckdb") -> dict[str, Any]:
     started = time.perf_counter()
     batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
@@ -341,6 +342,8 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     del batches
     db = workdir / f"{run}-{re.sub(r'[^A-Za-z0-9]+', '-', label)}.duckdb"
     db.unlink(missing_ok=True)
+    shutil.rmtree(db, ignore_errors=True)
+    store = f"chdb://{db}" if engine == "chdb" else str(db)  # chdb: a folder
     base_size, base_counts = 0, (0, 0)
     if into is not None:  # a file that already holds many requests (e.g. bench/views.py's)
         shutil.copyfile(into, db)
@@ -352,7 +355,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
                            conn.execute("SELECT count(*) FROM requests").fetchone()[0])  # type: ignore[index]
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     collector = subprocess.Popen(
-        [python, "-m", "midtrace", "collector", "--db", str(db), "--http-port", "0",
+        [python, "-m", "midtrace", "collector", "--store", store, "--http-port", "0",
          "--grpc-port", "0", "--queue-size", str(queue_size)]
         + ([] if derive_workers is None else ["--derive-workers", str(derive_workers)]),
         cwd=checkout, stdout=subprocess.PIPE, text=True)
@@ -375,14 +378,11 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     collector_cpu = cpu_seconds(collector.pid) - collector_cpu_at_start
     collector.terminate()
     collector.wait(60)
-    import duckdb
-
-    with duckdb.connect(str(db), read_only=True) as conn:
-        ((stored_spans,),) = conn.execute("SELECT count(*) FROM spans").fetchall()
-        ((stored_requests,),) = conn.execute("SELECT count(*) FROM requests").fetchall()
+    stored_spans, stored_requests = stored_counts(store)
     stored_spans -= base_counts[0]
     stored_requests -= base_counts[1]
-    size = sum(p.stat().st_size for p in workdir.glob(db.name + "*")) - base_size
+    size = (sum(f.stat().st_size for f in db.rglob("*") if f.is_file()) if engine == "chdb" else
+            sum(p.stat().st_size for p in workdir.glob(db.name + "*"))) - base_size
     seconds = outcome["last"] - outcome["first"]
     derived_seconds = outcome["derived"] - outcome["first"]
     return {
@@ -395,6 +395,31 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         "peak_rss_mb": rss, "db_bytes_per_request": size / n, "retries": outcome["retries"],
         "failures": outcome["failures"],
     }
+
+
+COUNTS = """
+import sys
+from midtrace.collector.settings import parse_store
+from midtrace.collector.storage import clickhouse
+from midtrace.collector.storage.store import connect
+store = parse_store(sys.argv[1])
+if isinstance(store, clickhouse.ClickHouseURL):
+    row = clickhouse.connect(store).query(
+        "SELECT (SELECT uniqExact(trace_id, span_id) FROM spans), (SELECT count() FROM requests)"
+    ).to_pylist()[0]
+    print(*row.values())
+else:
+    with connect(store, read_only=True) as conn:
+        print(*conn.execute("SELECT (SELECT count(*) FROM spans), (SELECT count(*) FROM requests)").fetchone())
+"""
+
+
+def stored_counts(store: str) -> tuple[int, int]:
+    """Spans and requests in the store, counted in a process of its own (chdb holds a folder
+    in one process only)."""
+    out = subprocess.run([sys.executable, "-c", COUNTS, store], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return int(out[0]), int(out[1])
 
 
 def phoenix_spans(url: str) -> int:
@@ -503,27 +528,32 @@ def main() -> None:
                         help="start every run from a copy of this store, e.g. the 1M-request "
                              "file bench/views.py builds, to see how a full file slows ingest")
     parser.add_argument("--phoenix-pid", type=int, help="Phoenix's process id, for its CPU and RSS")
+    parser.add_argument("--chdb", action="store_true",
+                        help="also run a collector on a chdb folder (ClickHouse in-process), "
+                             "alternating with the DuckDB one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
         if args.profile:
             profile(args.profile, args.requests, args.seed, Path(tmp))
             return
         runs = ["own", "openinference"] if args.run == "both" else [args.run]
-        checkouts: list[tuple[Path, str, int | None]] = [(ROOT, "this checkout", None)]
+        checkouts: list[tuple[Path, str, int | None, str]] = [(ROOT, "this checkout", None, "duckdb")]
         if args.derive_workers:
-            checkouts = [(ROOT, f"{w} derive workers", w) for w in args.derive_workers]
+            checkouts = [(ROOT, f"{w} derive workers", w, "duckdb") for w in args.derive_workers]
         if args.baseline:
-            checkouts.append((args.baseline.resolve(), "baseline", None))
+            checkouts.append((args.baseline.resolve(), "baseline", None, "duckdb"))
+        if args.chdb:
+            checkouts.append((ROOT, "chdb", None, "chdb"))
         results = []
         for r in runs:
             for k in range(args.repeats):  # A, B, A, B: the two compared under the same load
                 # A seed per repeat: Phoenix keeps a span id once, so a repeated batch would
                 # cost it nothing; every checkout of a repeat gets the same batches.
                 seed = args.seed + k
-                for checkout, label, workers in checkouts:
+                for checkout, label, workers, engine in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
                                             seed, Path(tmp), args.cache, checkout, label, workers,
-                                            args.into))
+                                            args.into, engine))
                 if args.phoenix:
                     results.append(phoenix_once(r, args.requests, args.connections, seed,
                                                 Path(tmp), args.phoenix, args.phoenix_pid,
@@ -546,7 +576,7 @@ def main() -> None:
             print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
                   f"{r['stored_spans']} of {r['spans']} spans stored")
     first = checkouts[0][1]
-    others = [label for _, label, _ in checkouts[1:]] + (["Phoenix"] if args.phoenix else [])
+    others = [label for _, label, _, _ in checkouts[1:]] + (["Phoenix"] if args.phoenix else [])
     for other in others:
         print(f"\nratio {first} / {other} (mean of the alternating runs):")
         for run in runs:
