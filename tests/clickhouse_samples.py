@@ -45,7 +45,17 @@ def ingest_samples(db: Path) -> None:
 
 def load_samples(db: Path, url: ClickHouseURL, work: Path) -> clickhouse.Connection:
     """The rows of the DuckDB file ``db`` in the ClickHouse database ``url`` (created with
-    midtrace's tables and views), through Parquet files in the folder ``work``.
+    midtrace's tables and views), through Parquet files in the folder ``work``, and
+    request_evidence computed from them by ClickHouse (:func:`copy_tables`)."""
+    conn = copy_tables(db, url, work)
+    clickhouse.fill_request_evidence(conn)
+    return conn
+
+
+def copy_tables(db: Path, url: ClickHouseURL, work: Path) -> clickhouse.Connection:
+    """The base tables of the DuckDB file ``db`` copied into the ClickHouse database ``url``
+    (created with midtrace's tables and views) through Parquet files in the folder ``work``;
+    request_evidence is left empty.
 
     On ClickHouse the derived rows are stored versioned (migrations/001_core.sql) and read
     through views of the same names: each is copied in as the one version 1 of its request,
@@ -78,7 +88,6 @@ def load_samples(db: Path, url: ClickHouseURL, work: Path) -> clickhouse.Connect
         duck.close()
     conn.command("INSERT INTO derivations SELECT request_id, trace_id, time, 1, true "
                  "FROM requests_versions")
-    clickhouse.fill_request_evidence(conn)
     return conn
 
 
