@@ -44,12 +44,10 @@ from midtrace.collector.settings import parse_store  # noqa: E402
 from midtrace.collector.storage import clickhouse  # noqa: E402
 from midtrace.collector.storage.clickhouse_store import ClickHouseStore  # noqa: E402
 from midtrace.collector.storage.store import Store, connect  # noqa: E402
-from midtrace.sql import sqlfiles  # noqa: E402
 from tests.clickhouse_samples import copy_tables, sample_files  # noqa: E402
 
 TRACE_ID = re.compile(r'("(?:traceId|trace_id)"\s*:\s*")([0-9a-f]{8})([0-9a-f]{24}")')
 REPEAT = 3
-FILL_BATCH = 200_000  # request ids per fill of request_evidence on ClickHouse (ids are 1..n)
 
 
 def load() -> float:
@@ -135,12 +133,7 @@ def prepare(db: Path, folder: Path, n: int) -> dict[str, float]:
         conn = copy_tables(db, url, Path(work))  # type: ignore[arg-type]
         copied, load_copied = time.perf_counter() - started, load()
     started = time.perf_counter()
-    if n <= FILL_BATCH:
-        clickhouse.fill_request_evidence(conn)
-    else:  # in request id ranges, as the DuckDB store rebuilds it: all at once needs too much memory
-        sql = sqlfiles.query("fill_request_evidence", engine=clickhouse.ENGINE, scope="request_range")
-        for lo in range(1, n + 1, FILL_BATCH):
-            clickhouse.run(conn, sql, {"lo": lo, "hi": lo + FILL_BATCH - 1})
+    clickhouse.fill_request_evidence(conn)  # in request id ranges past clickhouse.FILL_BATCH requests
     return {"copy_s": copied, "load_copy": load_copied,
             "fill_evidence_s": time.perf_counter() - started, "load": load(),
             "parts_bytes": chdb_parts_bytes(conn)}
@@ -196,7 +189,7 @@ def bench_views(args: argparse.Namespace) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         c = phase("--phase", "prepare", "--db", str(db), "--folder", str(folder), "--requests", n)
         ready.touch()
-        batches = "at once" if args.requests <= FILL_BATCH else f"in ranges of {FILL_BATCH:,} ids"
+        batches = "at once" if args.requests <= clickhouse.FILL_BATCH else f"in ranges of {clickhouse.FILL_BATCH:,} ids"
         print(f"chdb copy through Parquet {c['copy_s']:.1f} s (load 1m {c['load_copy']:.2f}), "
               f"request_evidence filled {batches} {c['fill_evidence_s']:.1f} s "
               f"(load 1m {c['load']:.2f})")

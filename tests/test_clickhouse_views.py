@@ -160,3 +160,17 @@ def test_the_variants_return_rows(engines: tuple[Any, Any]) -> None:
     for variant, (filters, group_by) in VARIANTS.items():
         sql, params = reads.view_query("overview", filters, group_by)
         assert duck.sql(sql, params=params).fetchall(), variant
+
+
+def test_request_evidence_filled_in_ranges_is_the_same_as_filled_at_once(
+        engines: tuple[Any, Any]) -> None:
+    """A large store computes request_evidence in request id ranges (all at once needs more
+    memory than a machine has at a million requests): the rows are the same."""
+    duck, conn = engines
+    before = rows_of(conn.query("SELECT * FROM request_evidence"))
+    clickhouse.run(conn, sqlfiles.query("clear_request_evidence", engine=clickhouse.ENGINE))
+    assert conn.query("SELECT count() AS n FROM request_evidence").to_pylist() == [{"n": 0}]
+    clickhouse.fill_request_evidence(conn, batch=700)
+    after = rows_of(conn.query("SELECT * FROM request_evidence"))
+    assert len(after) == duck.execute("SELECT count(*) FROM request_evidence").fetchall()[0][0]
+    assert after == before

@@ -186,9 +186,25 @@ def select(conn: Connection, sql: str, params: Mapping[str, Any] | None = None) 
     return conn.query(sql, params)
 
 
-def fill_request_evidence(conn: Connection) -> None:
-    """Compute every row of request_evidence with ClickHouse's own request_evidence_live."""
-    run(conn, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="all"))
+FILL_BATCH = 200_000  # requests per statement: a million at once needs over 20 GB on chdb
+
+
+def fill_request_evidence(conn: Connection, batch: int = FILL_BATCH) -> None:
+    """Compute every row of request_evidence with ClickHouse's own request_evidence_live, in
+    request id ranges of about ``batch`` requests each (the ids are hashes, spread evenly;
+    dense ids copied from DuckDB split as evenly)."""
+    found = conn.query(sqlfiles.query("request_id_range", engine=ENGINE)).to_pylist()[0]
+    n, lo, hi = found["n"], found["lo"], found["hi"]
+    if not n:
+        return
+    if n <= batch:
+        run(conn, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="all"))
+        return
+    parts = -(-n // batch)
+    step = -(-(hi - lo + 1) // parts)
+    sql = sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="request_range")
+    for start in range(lo, hi + 1, step):
+        run(conn, sql, {"lo": start, "hi": min(start + step - 1, hi)})
 
 
 def create_views(conn: Connection) -> None:
