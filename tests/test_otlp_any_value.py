@@ -10,28 +10,17 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from midtrace.collector.intake.otlp import any_value
+from midtrace.collector.intake.otlp import _set_any, any_value
 
 scalars = st.one_of(st.text(max_size=5), st.booleans(), st.integers(-2**63, 2**63 - 1),
                     st.floats(allow_nan=False), st.binary(max_size=3))
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=6), max_leaves=20)
 
 
-def encode(value: Any, into: AnyValue) -> AnyValue:
-    if isinstance(value, list):
-        into.array_value.SetInParent()
-        for item in value:
-            encode(item, into.array_value.values.add())
-    elif isinstance(value, bool):
-        into.bool_value = value
-    elif isinstance(value, int):
-        into.int_value = value
-    elif isinstance(value, float):
-        into.double_value = value
-    elif isinstance(value, bytes):
-        into.bytes_value = value
-    else:
-        into.string_value = value
+def encode(value: Any) -> AnyValue:
+    """``value`` as an AnyValue, by the encoder midtrace sends and exports with."""
+    into = AnyValue()
+    _set_any(into, value)
     return into
 
 
@@ -47,4 +36,4 @@ def typed(value: Any) -> Any:
 @example([0, "", 0.0, False, 7])
 @example([0.0, 1, "s"])
 def test_an_array_decodes_to_exactly_what_was_sent(value: Any) -> None:
-    assert typed(any_value(encode(value, AnyValue()))) == typed(value)
+    assert typed(any_value(encode(value))) == typed(value)

@@ -260,6 +260,8 @@ class DirectAppender:
             error = f.exception()
             if error is not None:
                 self.last_error = first_line(error)
+                if _unreachable(error):  # worth the exporter's retry: 503 / UNAVAILABLE
+                    error = StoreUnavailable(f"the store cannot be reached: {first_line(error)}")
                 settle(done, error=error)
             else:
                 settle(done, 0)
@@ -271,3 +273,13 @@ class DirectAppender:
 
     def close(self, timeout: float = 30.0) -> None:
         self._closed = True
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether a shared store's write failed for want of the server (a connection refused or
+    cut, a timeout), not because of what was written."""
+    try:
+        from clickhouse_connect.driver.exceptions import OperationalError
+    except ImportError:
+        return False
+    return isinstance(error, OperationalError)

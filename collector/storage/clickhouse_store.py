@@ -41,7 +41,8 @@ from midtrace.collector.storage import clickhouse
 from midtrace.collector.storage.database import StoreError
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import STORED_SPAN_COLUMNS, SpanEncoder, span_from_row
-from midtrace.collector.storage.store import MACHINE_GRADERS, WriteJob, WriteStats, changing
+from midtrace.collector.storage.store import (
+    MACHINE_GRADERS, WriteJob, WriteStats, changing, gathered)
 from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.model import Outcome
@@ -137,12 +138,7 @@ class ClickHouseStore:
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
         """Store the jobs' spans and outcomes and derive the traces they touch."""
         received_at = datetime.now(UTC)
-        new_spans: dict[tuple[str, str], SpanRecord] = {}
-        api_outcomes: list[Outcome] = []
-        for job in jobs:
-            for s in job.spans:
-                new_spans.setdefault((s.trace_id, s.span_id), s)
-            api_outcomes.extend(job.outcomes)
+        new_spans, api_outcomes = gathered(jobs)
         stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
         if new_spans:
             self._insert_spans(new_spans, received_at)

@@ -226,6 +226,17 @@ def _renumbered(table: pa.Table, column: str, ids: dict[int, int]) -> pa.Table:
                             pa.array([ids[v] for v in values], pa.int64()))
 
 
+def gathered(jobs: Iterable[WriteJob]) -> tuple[dict[tuple[str, str], SpanRecord], list[Outcome]]:
+    """The jobs' spans, once each by trace and span id (the first copy), and their outcomes."""
+    new_spans: dict[tuple[str, str], SpanRecord] = {}
+    api_outcomes: list[Outcome] = []
+    for job in jobs:
+        for s in job.spans:
+            new_spans.setdefault((s.trace_id, s.span_id), s)
+        api_outcomes.extend(job.outcomes)
+    return new_spans, api_outcomes
+
+
 class Store:
     """The one writer of a midtrace database."""
 
@@ -305,12 +316,7 @@ class Store:
 
     def _write(self, jobs: list[WriteJob]) -> WriteStats:
         received_at = datetime.now(UTC)
-        new_spans: dict[tuple[str, str], SpanRecord] = {}
-        api_outcomes: list[Outcome] = []
-        for job in jobs:
-            for s in job.spans:
-                new_spans.setdefault((s.trace_id, s.span_id), s)
-            api_outcomes.extend(job.outcomes)
+        new_spans, api_outcomes = gathered(jobs)
         stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
         trace_ids = {t for t, _ in new_spans}
         conn = self.conn
