@@ -67,3 +67,23 @@ def test_ingest_rebuild_report_and_retention_on_chdb(tmp_path: Path) -> None:
     found = ttls(tmp_path / "store")
     assert {"spans", "requests_versions", "chunks_versions", "outcomes_versions"} <= set(found)
     assert all("toIntervalDay(14)" in e or "INTERVAL 14 DAY" in e for e in found.values()), found
+
+
+def test_grading_a_chdb_store_grades_as_a_duckdb_file(tmp_path: Path) -> None:
+    """grade --store --references on ClickHouse reads the same requests and writes the same
+    outcomes as on a DuckDB file: the same summary, and the report counts the grades."""
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(json.dumps({"question": "How many days do I have to return an item?",
+                                "answers": ["30 days"], "in_corpus": True}) + "\n")
+    said = {}
+    for name, store in (("duckdb", str(tmp_path / "g.duckdb")), ("chdb", f"chdb://{tmp_path}/g")):
+        ingested = midtrace("ingest", "--store", store, str(SAMPLES / "langchain_rag.jsonl"))
+        assert ingested.returncode == 0, ingested.stderr
+        graded = midtrace("grade", "--store", store, "--references", str(refs))
+        assert graded.returncode == 0, graded.stderr
+        report = midtrace("report", "--store", store)
+        assert report.returncode == 0, report.stderr
+        said[name] = (graded.stdout, [line for line in report.stdout.splitlines()
+                                      if "generated" not in line])
+    assert "sent 2 outcomes (references:refs.jsonl)" in said["duckdb"][0]
+    assert said["chdb"] == said["duckdb"]

@@ -35,8 +35,10 @@ def _pages(read: Callable[[int], Any]) -> Iterator[list[dict[str, Any]]]:
 @click.command(cls=StoreCommand)
 @token_option
 @url_option
-@store_option(required=False, help="A store to grade instead of --url, opened for writing (no "
-              "collector may hold it): a DuckDB file path or duckdb:///path.")
+@store_option(required=False, clickhouse=True, help="A store to grade instead of --url, "
+              "opened for writing: a DuckDB file path or duckdb:///path (no collector may hold "
+              "it), or a ClickHouse store, clickhouse://user@host:8123/db, clickhouses://... "
+              "or chdb:///folder.")
 @filter_options
 @click.option("--references", "references_path", default=None,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
