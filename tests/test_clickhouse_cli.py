@@ -71,7 +71,7 @@ def test_ingest_rebuild_report_and_retention_on_chdb(tmp_path: Path) -> None:
 
 def test_grading_a_chdb_store_grades_as_a_duckdb_file(tmp_path: Path) -> None:
     """grade --store --references on ClickHouse reads the same requests and writes the same
-    outcomes as on a DuckDB file: the same summary, and the report counts the grades."""
+    outcomes as on a DuckDB file: the same summary, the same report, the same sweep cases."""
     refs = tmp_path / "refs.jsonl"
     refs.write_text(json.dumps({"question": "How many days do I have to return an item?",
                                 "answers": ["30 days"], "in_corpus": True}) + "\n")
@@ -83,7 +83,10 @@ def test_grading_a_chdb_store_grades_as_a_duckdb_file(tmp_path: Path) -> None:
         assert graded.returncode == 0, graded.stderr
         report = midtrace("report", "--store", store)
         assert report.returncode == 0, report.stderr
+        cases = midtrace("cases", "--store", store, "--references", str(refs))
+        assert cases.returncode == 0, cases.stderr
         said[name] = (graded.stdout, [line for line in report.stdout.splitlines()
-                                      if "generated" not in line])
+                                      if "generated" not in line], cases.stdout)
     assert "sent 2 outcomes (references:refs.jsonl)" in said["duckdb"][0]
+    assert len(said["duckdb"][2].splitlines()) == 2  # the two graded requests, as cases
     assert said["chdb"] == said["duckdb"]

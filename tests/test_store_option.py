@@ -39,7 +39,8 @@ COMMANDS = [["rebuild"], ["export", "--trace-id", "ab" * 16], ["collector"], ["c
             ["report"], ["gate"], ["dashboard"], ["prune", "--older-than", "30d"]]
 # The commands that take a ClickHouse store (tests/test_clickhouse_reads.py,
 # tests/e2e/test_clickhouse_collectors.py); the others refuse it.
-CLICKHOUSE_READERS = ("report", "gate", "dashboard", "collector", "rebuild", "prune", "export")
+CLICKHOUSE_READERS = ("report", "gate", "dashboard", "collector", "rebuild", "prune", "export",
+                      "cases")
 BAD_STORES = [
     ("clickhouse://localhost:8123/traces", "cannot use a ClickHouse store (clickhouse://) yet"),
     ("chdb:///tmp/x", "cannot use a ClickHouse store (chdb://) yet"),

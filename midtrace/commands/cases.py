@@ -11,14 +11,14 @@ from typing import Any
 import click
 
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, fail, filter_options,
+    EXIT_SOURCE, EXIT_USAGE, READ_ANY_STORE_HELP, StoreCommand, fail, filter_options,
     load_references_or_exit, open_source, parse_filters, store_option, token_option, url_option)
 
 
 @click.command(cls=StoreCommand)
 @token_option
 @url_option
-@store_option(required=False, help=READ_STORE_HELP)
+@store_option(required=False, help=READ_ANY_STORE_HELP, clickhouse=True)
 @filter_options
 @click.option("--class", "taxonomy_class", default=None, metavar="CLASS",
               help="Only requests of this failure class (buried, unused, dropped, missing, "
