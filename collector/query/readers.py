@@ -11,11 +11,13 @@ engine.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
-
-import pyarrow as pa
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
 
 from midtrace.sql import sqlfiles
+
+if TYPE_CHECKING:  # pyarrow is loaded by a read, not by importing the read engine (the sweep)
+    import pyarrow as pa
 
 Params = Mapping[str, Any] | None
 
@@ -84,7 +86,9 @@ class ClickHouseReader:
                 for n in names]
         if bare != names:
             table = table.rename_columns(bare)
-        signed = pa.schema([field.with_type(_SIGNED.get(field.type, field.type))
+        import pyarrow as pa
+
+        signed = pa.schema([field.with_type(_signed().get(field.type, field.type))
                             for field in table.schema])
         return table.cast(signed) if signed != table.schema else table
 
@@ -108,8 +112,13 @@ class ClickHouseReader:
         """The store's connection outlives a read: it is shared (clickhouse.connect)."""
 
 
-_SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
-           pa.uint64(): pa.int64()}
+@cache
+def _signed() -> dict[Any, Any]:
+    """Each unsigned integer type with the signed one that holds all of its values."""
+    import pyarrow as pa
+
+    return {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
+            pa.uint64(): pa.int64()}
 
 
 def _tuples(table: pa.Table) -> list[tuple[Any, ...]]:
