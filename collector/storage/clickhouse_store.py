@@ -208,15 +208,16 @@ class ClickHouseStore:
         if not ids:
             return
         found = self.conn.query(sqlfiles.query("request_ids_of_traces", engine=ENGINE),
-                                   {"trace_ids": ids})
+                                {"trace_ids": ids})
         if not found.num_rows:
             return
         versions = [int.from_bytes(v, "little") if isinstance(v, bytes) else int(v)
                     for v in found.column("version").to_pylist()]
-        clickhouse.run(self.conn, sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="traces"),
-                        {"trace_ids": found.column("trace_id").to_pylist(),
-                         "request_ids": found.column("request_id").to_pylist(),
-                         "versions": versions})
+        clickhouse.run(self.conn,
+                       sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="traces"),
+                       {"trace_ids": found.column("trace_id").to_pylist(),
+                        "request_ids": found.column("request_id").to_pylist(),
+                        "versions": versions})
 
     def _insert_spans(self, new_spans: dict[tuple[str, str], SpanRecord],
                       received_at: datetime) -> None:
@@ -226,7 +227,7 @@ class ClickHouseStore:
         span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, context)
         # the texts first: a span is never read before what it refers to
         self.conn.insert("texts", pa.table({"text_hash": list(texts),
-                                              "text": list(texts.values())}))
+                                            "text": list(texts.values())}))
         self.conn.insert("spans", span_rows)
         self.encoder.committed(texts)
 
@@ -290,7 +291,7 @@ class ClickHouseStore:
                 outcomes = outcomes.append_column(f"{column}_set",
                                                   outcomes.column(column).is_valid())
             self.conn.insert("outcomes_versions",
-                               outcomes.append_column("version", pa.array(version, pa.uint64())))
+                             outcomes.append_column("version", pa.array(version, pa.uint64())))
         if derivations:
             self.conn.insert("derivations", pa.table({
                 "request_id": pa.array(list(derivations), pa.int64()),
@@ -314,7 +315,7 @@ class ClickHouseStore:
         ids = sorted({o.trace_id for o in outcomes if o.grader in MACHINE_GRADERS
                       and o.trace_id is not None})
         found = self.conn.query(sqlfiles.query("machine_grades_of_traces", engine=ENGINE),
-                                   {"trace_ids": ids})
+                                {"trace_ids": ids})
         current: dict[tuple[str, str], dict[str, Any]] = {}
         for values in found.to_pylist():
             current[(values.pop("trace_id"), values.pop("grader"))] = values

@@ -4,10 +4,11 @@
 -- `spans.text_refs` lists the hashes a span's attributes refer to. Rows written before this
 -- migration keep text_refs NULL and their attributes inline, and are read as they are.
 {% if engine == "clickhouse" -%}
+-- ClickHouse: writers sharing a store may each insert a text; merges keep one copy of each.
 CREATE TABLE texts (
     text_hash String,
     text      String
-) ENGINE = MergeTree ORDER BY text_hash;
+) ENGINE = ReplacingMergeTree ORDER BY text_hash;
 ALTER TABLE spans ADD COLUMN text_refs Array(String);
 {%- else -%}
 CREATE TABLE texts (
