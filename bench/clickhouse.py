@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.views import build  # noqa: E402
+from bench.views import build, timed  # noqa: E402
 from midtrace.collector.intake.ingest import ingest_files, read_text  # noqa: E402
 from midtrace.collector.query import reads  # noqa: E402
 from midtrace.collector.query.reads import Filters  # noqa: E402
@@ -98,15 +98,6 @@ def ingest_run(engine: str, target: Path, inputs: list[Path]) -> dict[str, objec
             "seconds": seconds, "bytes": size, "du": du_size, "load": load()}
 
 
-def timed(fn) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(REPEAT):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def measure(engine: str, db: Path, folder: Path) -> dict[str, object]:
     if engine == "duckdb":
         conn = connect(db, read_only=True)
@@ -117,8 +108,8 @@ def measure(engine: str, db: Path, folder: Path) -> dict[str, object]:
         count = conn.query("SELECT count() FROM request_evidence").column(0)[0].as_py()
     rows = {}
     for name in reads.metric_views():
-        plain = timed(lambda: reads.run_view(conn, name))
-        weekly = timed(lambda: reads.run_view(conn, name, Filters(), ["week"]))
+        plain = timed(lambda: reads.run_view(conn, name), REPEAT)
+        weekly = timed(lambda: reads.run_view(conn, name, Filters(), ["week"]), REPEAT)
         rows[name] = (plain, weekly, load())
     return {"evidence_rows": count, "rows": rows}
 

@@ -30,16 +30,7 @@ class Proc:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def trace(self, trace_id: str) -> dict[str, Any]:
-        """The query API's reading of one trace, once everything acknowledged is derived."""
-        from midtrace.client import open_client
-
-        client = open_client(url=self.url, fresh=True)
-        try:
-            trace = client.trace(trace_id)
-        finally:
-            client.close()
-        assert trace is not None, f"no request for trace {trace_id}"
-        return trace
+        return read_trace(self.url, trace_id)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         if self.process.poll() is None:
@@ -51,6 +42,20 @@ class Proc:
                 self.process.wait()
                 raise AssertionError(f"process did not stop on {sig!r}:\n{self.log()}") from None
         return self.process.returncode
+
+
+def read_trace(url: str, trace_id: str) -> dict[str, Any]:
+    """The query API's reading of one trace at the collector ``url``, once everything it
+    acknowledged is derived."""
+    from midtrace.client import open_client
+
+    client = open_client(url=url, fresh=True)
+    try:
+        trace = client.trace(trace_id)
+    finally:
+        client.close()
+    assert trace is not None, f"no request for trace {trace_id}"
+    return trace
 
 
 def start(args: list[str], log_path: Path, ready: re.Pattern[str] = URL_LINE,

@@ -268,9 +268,6 @@ class DirectAppender:
         written.add_done_callback(answer)
         return done
 
-    def mark_broken(self, error: BaseException) -> None:
-        self.last_error = first_line(error)
-
     def close(self, timeout: float = 30.0) -> None:
         self._closed = True
 

@@ -28,7 +28,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from midtrace.client import open_client
 from midtrace.collector.receive.http import base_url, bind, create_app
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage import clickhouse
@@ -38,7 +37,7 @@ from midtrace.schemas.encode import record_request
 from tests.chdb_databases import connection_in
 from tests.clickhouse_samples import same
 from tests.e2e.test_collector import FULL
-from tests.procs import Proc, start_collector
+from tests.procs import Proc, read_trace, start_collector
 from tests.sender import Sender
 
 # What differs between two stores of the same traces: ids the store gives, arrival times
@@ -122,13 +121,7 @@ class InProcessCollector:
         exporter.shutdown()
 
     def trace(self, trace_id: str) -> dict[str, Any]:
-        client = open_client(url=self.url, fresh=True)
-        try:
-            found = client.trace(trace_id)
-        finally:
-            client.close()
-        assert found is not None, trace_id
-        return found
+        return read_trace(self.url, trace_id)
 
     def stop(self) -> None:
         self.server.should_exit = True
