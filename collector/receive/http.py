@@ -37,7 +37,7 @@ from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_trace_export, SpanCheck, logs_answer,
     traces_answer)
 from midtrace.collector.settings import ClickHouseURL, CollectorSettings, parse_store
-from midtrace.collector.storage.appender import Appender, DirectAppender, Freshness
+from midtrace.collector.storage.appender import Appender, Freshness, SharedAppender
 from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import Store, WriteJob
@@ -89,11 +89,12 @@ def build_intake(writer: Writer, settings: CollectorSettings,
     """The intake in front of ``writer``: an appender that acknowledges once the intake log
     has committed, the freshness the writer reports to, a reopen that derives the log. A
     store many collectors share (ClickHouse) has no intake log: its exports are acknowledged
-    once derived (DirectAppender)."""
-    if getattr(writer.store, "shared", False):
-        return Intake(DirectAppender(writer), forwarders, keep_text=settings.keep_text)
+    once their spans are in the store (SharedAppender)."""
     freshness = Freshness()
     writer.on_derived = freshness.derived
+    if getattr(writer.store, "shared", False):
+        shared = SharedAppender(writer, freshness, max_queue=settings.queue_size).start()
+        return Intake(shared, forwarders, keep_text=settings.keep_text)
     appender = Appender(IntakeLog(writer.store.conn), writer, freshness,
                         max_queue=settings.queue_size,
                         on_reopen=lambda: recover(writer.store)).start()
@@ -253,14 +254,19 @@ def run(settings: CollectorSettings) -> None:
 def _open_writer(settings: CollectorSettings) -> Writer:
     """The writer of the store ``settings.db`` names, started. A DuckDB file: what a stop
     left in its intake log is derived first, and rows are derived by worker processes. A
-    ClickHouse store: each export is derived in the writer thread and acknowledged once its
-    rows are in; more collectors, not workers, spread the work (docs/clickhouse.md)."""
+    ClickHouse store: traces whose stored spans no derivation has read (a collector stopped
+    after acknowledging them) are derived first, and rows are derived in the writer thread;
+    more collectors, not workers, spread the work (docs/clickhouse.md)."""
     target = parse_store(settings.db)
     if isinstance(target, ClickHouseURL):
         from midtrace.collector.storage.clickhouse_store import ClickHouseStore
 
         shared = ClickHouseStore.open(target, keep_text=settings.keep_text,
                                       prices=settings.prices)
+        recovered = shared.recover().traces
+        if recovered:
+            print(f"midtrace collector derived {recovered} traces a stopped writer left "
+                  "underived", file=sys.stderr, flush=True)
         return Writer(shared, max_queue=settings.queue_size).start()
     store = Store.open(target, keep_text=settings.keep_text, prices=settings.prices)
     recovered = recover(store)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
-from midtrace.collector.storage.database import first_line, is_fatal
+from midtrace.collector.storage.database import first_line, is_fatal, is_unreachable
 from midtrace.collector.storage.store import WriteJob
 from midtrace.collector.storage.threads import STOP, settle, stop, take_group
 from midtrace.collector.storage.writer import QueueFull, Writer
@@ -202,15 +202,11 @@ class Appender:
     def _append(self, group: list[_Item]) -> None:
         self._last_attempt = time.monotonic()
         try:
-            if self._broken:
-                self._reopen()
-            ids = self.log.append([item.export for item in group])
+            ids = self._durable(group)
         except Exception as e:
             self.last_error = str(e)
-            self.unwritable = f"the store cannot write: {first_line(e)}"
-            self._broken = self._broken or is_fatal(e)
-            log.error("intake log append of %d exports failed: %s", len(group), e)
-            error = StoreUnavailable(f"{self.unwritable}; nothing of this export was kept, retry")
+            log.error("append of %d exports failed: %s", len(group), e)
+            error = self._refusal(e)
             for item in group:
                 settle(item.future, error=error)
             return
@@ -224,59 +220,60 @@ class Appender:
             settle(item.future, export_id)  # durable now: acknowledge
         for export_id, item in zip(ids, group):
             # In order, so the writer derives exports in the order they were acknowledged.
-            raw = None if item.export.content_type == REDACTED_PROTOBUF else item.export
-            self.writer.submit_blocking(WriteJob(spans=item.spans, export_id=export_id, raw=raw,
-                                                 count=item.count))
+            self.writer.submit_blocking(self._job(export_id, item))
+
+    def _durable(self, group: list[_Item]) -> list[int]:
+        """Make the group's exports durable in one commit; their export ids, in order."""
+        if self._broken:
+            self._reopen()
+        return self.log.append([item.export for item in group])
+
+    def _refusal(self, error: Exception) -> Exception:
+        """What a caller whose export could not be made durable is answered."""
+        self.unwritable = f"the store cannot write: {first_line(error)}"
+        self._broken = self._broken or is_fatal(error)
+        return StoreUnavailable(f"{self.unwritable}; nothing of this export was kept, retry")
+
+    def _job(self, export_id: int, item: _Item) -> WriteJob:
+        """The writer's job for an export made durable under ``export_id``."""
+        raw = None if item.export.content_type == REDACTED_PROTOBUF else item.export
+        return WriteJob(spans=item.spans, export_id=export_id, raw=raw, count=item.count)
 
 
-class DirectAppender:
-    """The intake of a store many collectors share (ClickHouse, docs/clickhouse.md): no
-    intake log of its own; an export is acknowledged once the writer has stored its spans and
-    derived its rows. A collector that dies before answering leaves the export to the
-    exporter's retry, and a retried export replaces what it stored, never duplicates it."""
+class SharedAppender(Appender):
+    """The intake of a store many collectors share (ClickHouse, docs/clickhouse.md), which
+    keeps no intake log of its own: the store's table of received spans is the log. A group of
+    exports is acknowledged once its spans are inserted there (``store.store_spans``), and
+    derived behind, as on DuckDB. A collector that stops after acknowledging leaves spans that
+    no derivation has read; the next writer to open the store derives them
+    (``ClickHouseStore.recover``). A group the server could not take (unreachable, timed out)
+    is answered 503 / UNAVAILABLE, which exporters retry; any other failure as it is."""
 
-    derives_raw = False  # intake hands the writer decoded spans
+    derives_raw = False  # intake hands over decoded spans: they are what the store keeps
 
-    def __init__(self, writer: Writer) -> None:
-        self.writer = writer
-        self.freshness = Freshness()  # nothing is acknowledged before it is derived
-        self.unwritable: str | None = None
-        self.last_error: str | None = None
-        self._closed = False
-
-    @property
-    def alive(self) -> bool:
-        return self.writer.alive
-
-    def submit(self, export: RawExport, spans: Sequence[SpanRecord], count: int) -> Future[int]:
-        """Queue one export's spans for the writer; the Future is answered (with 0: there is
-        no export id) once they are stored and derived, or with the writer's error."""
-        if self._closed:
-            raise RuntimeError("appender is closed")
-        written = self.writer.submit(WriteJob(spans=list(spans)))  # QueueFull: 503
-        done: Future[int] = Future()
-
-        def answer(f: Future[object]) -> None:
-            error = f.exception()
-            if error is not None:
-                self.last_error = first_line(error)
-                if _unreachable(error):  # worth the exporter's retry: 503 / UNAVAILABLE
-                    error = StoreUnavailable(f"the store cannot be reached: {first_line(error)}")
-                settle(done, error=error)
-            else:
-                settle(done, 0)
-        written.add_done_callback(answer)
-        return done
+    def __init__(self, writer: Writer, freshness: Freshness, max_queue: int = 64,
+                 max_group: int = 16) -> None:
+        super().__init__(None, writer, freshness, max_queue=max_queue,  # type: ignore[arg-type]
+                         max_group=max_group)
+        self._next_id = 1
 
     def close(self, timeout: float = 30.0) -> None:
+        if self._closed:
+            return
         self._closed = True
+        stop(self._queue, self._thread, timeout)
 
+    def _durable(self, group: list[_Item]) -> list[int]:
+        self.writer.store.store_spans([item.spans for item in group])
+        ids = list(range(self._next_id, self._next_id + len(group)))
+        self._next_id += len(group)
+        return ids
 
-def _unreachable(error: BaseException) -> bool:
-    """Whether a shared store's write failed for want of the server (a connection refused or
-    cut, a timeout), not because of what was written."""
-    try:
-        from clickhouse_connect.driver.exceptions import OperationalError
-    except ImportError:
-        return False
-    return isinstance(error, OperationalError)
+    def _refusal(self, error: Exception) -> Exception:
+        if not is_unreachable(error):  # what was sent is wrong: retrying will not help
+            return error
+        self.unwritable = f"the store cannot be reached: {first_line(error)}"
+        return StoreUnavailable(f"{self.unwritable}; nothing of this export was kept, retry")
+
+    def _job(self, export_id: int, item: _Item) -> WriteJob:
+        return WriteJob(spans=item.spans, export_id=export_id, count=item.count, stored=True)

@@ -121,6 +121,7 @@ class ClickHouseStore:
             clickhouse.create_schema(conn)
             _store_prices(conn, prices)
         self.encoder = SpanEncoder(keep_text)
+        self._encoder_lock = threading.Lock()
         self.outcome_ids = OutcomeIds()
         self._content_hash = TextHashes(content_hash)
         self._chunk_texts_stored: set[str] = set()
@@ -138,12 +139,15 @@ class ClickHouseStore:
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
         """Store the jobs' spans and outcomes and derive the traces they touch."""
         received_at = datetime.now(UTC)
-        new_spans, api_outcomes = gathered(jobs)
-        stats = WriteStats(spans=len(new_spans), outcomes=len(api_outcomes))
+        jobs = list(jobs)
+        new_spans, api_outcomes = gathered(job for job in jobs if not job.stored)
+        stored = {s.trace_id for job in jobs if job.stored for s in job.spans}
+        stats = WriteStats(spans=len(new_spans) + sum(len(job.spans) for job in jobs if job.stored),
+                           outcomes=len(api_outcomes))
         if new_spans:
             self._insert_spans(new_spans, received_at)
         rows = Rows(hashes=self._content_hash)
-        trace_ids = sorted({t for t, _ in new_spans})
+        trace_ids = sorted({t for t, _ in new_spans} | stored)
         derivations = self._derive(trace_ids, rows, stats)
         stats.traces = len(trace_ids)
         if any(o.grader in MACHINE_GRADERS for o in api_outcomes):
@@ -156,6 +160,14 @@ class ClickHouseStore:
         self.refresh_evidence(set(trace_ids) | {o.trace_id for o in api_outcomes
                                                 if o.trace_id is not None})
         return stats
+
+    def store_spans(self, exports: Sequence[Sequence[SpanRecord]]) -> None:
+        """Insert the spans of these exports, not yet derived: what a collector acknowledges
+        (collector/storage/appender.py, SharedAppender). ``write`` with jobs marked ``stored``
+        derives them; if nothing does, ``recover`` will."""
+        new_spans, _ = gathered(WriteJob(spans=spans) for spans in exports)
+        if new_spans:
+            self._insert_spans(new_spans, datetime.now(UTC))
 
     def rederive(self, trace_ids: Sequence[str]) -> WriteStats:
         """Normalize the given stored traces again and insert their rows as a new version."""
@@ -224,12 +236,13 @@ class ClickHouseStore:
         context: dict[str, dict[str, SpanRecord]] = {}
         for (trace_id, span_id), span in new_spans.items():
             context.setdefault(trace_id, {})[span_id] = span
-        span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, context)
-        # the texts first: a span is never read before what it refers to
-        self.conn.insert("texts", pa.table({"text_hash": list(texts),
-                                            "text": list(texts.values())}))
-        self.conn.insert("spans", span_rows)
-        self.encoder.committed(texts)
+        with self._encoder_lock:  # the intake thread and an offline write may both insert
+            span_rows, texts = self.encoder.encode(list(new_spans.values()), received_at, context)
+            # the texts first: a span is never read before what it refers to
+            self.conn.insert("texts", pa.table({"text_hash": list(texts),
+                                                "text": list(texts.values())}))
+            self.conn.insert("spans", span_rows)
+            self.encoder.committed(texts)
 
     def _derive(self, trace_ids: Sequence[str], rows: Rows,
                 stats: WriteStats) -> dict[int, tuple[str, datetime, int, bool]]:

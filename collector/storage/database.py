@@ -116,6 +116,16 @@ def is_storage_error(error: BaseException) -> bool:
             or "No space left" in text or "Could not write file" in text)
 
 
+def is_unreachable(error: BaseException) -> bool:
+    """Whether a shared store's statement failed for want of the server (a connection refused
+    or cut, a timeout), not because of what it said: the same statement may succeed later."""
+    try:
+        from clickhouse_connect.driver.exceptions import OperationalError
+    except ImportError:
+        return False
+    return isinstance(error, OperationalError)
+
+
 def first_line(error: BaseException) -> str:
     """The first line of an error's message (DuckDB adds hints and links on later lines)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -54,6 +54,8 @@ class WriteJob:
     export_id: int | None = None  # the intake log entry these spans came from, if any
     raw: RawExport | None = None  # that entry as received, when a worker may derive it
     count: int = 0  # spans the entry holds (``spans`` may be left empty: see Writer)
+    stored: bool = False  # the spans are in the store already (a shared store's intake
+    # inserted them before acknowledging): derive them, do not insert them again
 
     @property
     def size(self) -> int:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from midtrace.collector.storage.threads import STOP, settle, stop, take_group
-from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error
+from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error, is_unreachable
 from midtrace.collector.storage.derive import DerivePool, Prepared, spans_of_raw
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
 
@@ -299,9 +299,11 @@ class Writer:
             except Exception as e:
                 if is_fatal(e) and self.on_fatal is not None:
                     self.on_fatal(e)
-                if job.export_id is not None and is_storage_error(e) and not self._closed:
+                if (job.export_id is not None and (is_storage_error(e) or is_unreachable(e))
+                        and not self._closed):
                     # Acknowledged already: wait for the store to write again (a full disk,
-                    # a reopen under way) rather than leave the export underived.
+                    # a reopen under way, a server out of reach) rather than leave the export
+                    # underived.
                     self.counters.last_error = str(e)
                     log.warning("derive waits for the store to write again: %s", first_line(e))
                     time.sleep(STORAGE_RETRY_SECONDS)

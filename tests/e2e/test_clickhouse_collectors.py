@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -123,6 +124,16 @@ class InProcessCollector:
     def trace(self, trace_id: str) -> dict[str, Any]:
         return read_trace(self.url, trace_id)
 
+    def settle(self, timeout: float = 120) -> None:
+        """Wait until every export this collector acknowledged is derived: ``fresh=1`` waits
+        up to 10 s a call, and on chdb all collectors of this process share one engine."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = httpx.get(self.url + "/api/v1/facets", params={"fresh": "1"}, timeout=30)
+            if answer.status_code != 503 or time.monotonic() > deadline:
+                assert answer.status_code == 200, answer.text
+                return
+
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
@@ -185,6 +196,8 @@ def test_a_trace_split_between_two_collectors_converges(
     rng.shuffle(parts)
     with ThreadPoolExecutor(max_workers=6) as pool:
         list(pool.map(lambda part: part[0].send(part[1]), parts))
+    for c in (*two_collectors, one_collector):  # each waits only for what it acknowledged
+        c.settle()
     for trace_id in sorted(traces):
         expected = comparable(one_collector.trace(trace_id))
         assert expected["request"] is not None
