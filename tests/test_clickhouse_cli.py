@@ -22,13 +22,15 @@ from midtrace.collector.settings import parse_store
 from midtrace.collector.storage import clickhouse
 conn = clickhouse.connect(parse_store(sys.argv[1]))
 for row in conn.query("SELECT name, engine_full FROM system.tables "
-                      "WHERE database = currentDatabase() AND engine_full LIKE '%TTL%'").to_pylist():
+                      "WHERE database = currentDatabase() AND engine_full LIKE '%TTL%' "
+                      "AND NOT startsWith(name, 'scoped_')").to_pylist():
     print(row["name"], "|", row["engine_full"])
 """
 
 
 def ttls(folder: Path) -> dict[str, str]:
-    """Each table of the store with a TTL, and its engine's definition."""
+    """Each table of the store with a TTL, and its engine's definition (not the copies a
+    refresh of request_evidence reads, which keep an hour whatever the retention)."""
     run = subprocess.run([sys.executable, "-c", TTLS, f"chdb://{folder}"], capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -333,7 +333,12 @@ def test_a_retention_sets_a_ttl_on_every_day_partitioned_table(chdb_folder: Path
     tables = select(session, "SELECT name, engine_full, partition_key FROM system.tables "
                              "WHERE database = currentDatabase() AND engine LIKE '%MergeTree'")
     partitioned = {row["name"]: row["engine_full"] for row in tables.to_pylist()
-                   if row["partition_key"]}
+                   if row["partition_key"] and not row["name"].startswith("scoped_")}
+    copies = {row["name"]: row["engine_full"] for row in tables.to_pylist()
+              if row["name"].startswith("scoped_")}
+    assert sorted(copies) == sorted(f"scoped_{n}" for n in clickhouse.SCOPED_TABLES)
+    for name, engine in copies.items():  # a refresh's copies keep their hour
+        assert "TTL scoped_at + toIntervalHour(1)" in engine, (name, engine)
     assert set(partitioned) == {"spans", "derivations", "requests_versions", "chunks_versions",
                                 "placements_versions", "answer_sources_versions",
                                 "outcomes_versions", "request_evidence_versions"}

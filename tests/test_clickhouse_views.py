@@ -147,6 +147,9 @@ def test_request_evidence_of_some_requests_is_the_same_on_both_engines(
     view = sqlfiles.view_file("request_evidence_live")
     expected = duck.sql(sqlfiles.view_body(sqlfiles.render_view(view, scope=scope)),
                         params=params).to_arrow_table()
+    if scope == "traces":  # ClickHouse reads the rows of a refresh from copies made for it
+        params["scope"] = "5c0fe000-0000-4000-8000-000000000137"
+        clickhouse.run(session, clickhouse.copy_evidence_scope(), params)
     got = session.query(sqlfiles.view_body(clickhouse.render_view(view, scope=scope)), params)
     assert got.column_names == expected.column_names
     assert expected.num_rows == got.num_rows == (300 if scope == "request_range" else 100)

@@ -90,6 +90,7 @@ def renderings(path: str) -> Iterator[tuple[str, str]]:
         "grader": "references",
         "group_keys": list(reads.GROUP_KEYS), "query": "SELECT 1 AS week", "database": "memory",
         "target": "texts", "columns": ["text_hash", "text"], "source": "_rows", "days": 30,
+        "scoped_tables": clickhouse.SCOPED_TABLES, "name": "requests",
         "engine": "clickhouse" if clickhouse_only(path) else sqlfiles.ENGINE}
     scoped = path.startswith("views/") or "scope" in sqlfiles.placeholders(path)
     for scope in (sqlfiles.SCOPES if scoped else ("all",)):

@@ -140,10 +140,35 @@ def create_schema(conn: Connection) -> list[int]:
             {"version": m.version, "name": m.name, "applied_at": dt.datetime.now(dt.UTC)})
         applied.append(m.version)
     run(conn, sqlfiles.query("create_current_views", engine=ENGINE))
+    _ensure_scoped_tables(conn)
     run(conn, sqlfiles.query("create_request_evidence", engine=ENGINE))
     create_views(conn)
     _ensure_evidence(conn)
     return applied
+
+
+# what a refresh of request_evidence copies per scope (queries/create_evidence_scopes.sql)
+SCOPED_TABLES = ("requests", "chunks", "placements", "answer_sources", "outcomes")
+
+
+def _ensure_scoped_tables(conn: Connection) -> None:
+    """Create the copies a refresh reads, first dropping a copy whose view has changed."""
+    names = [*SCOPED_TABLES, *(f"scoped_{n}" for n in SCOPED_TABLES)]
+    found = select(conn, sqlfiles.query("scoped_columns", engine=ENGINE), {"tables": names})
+    columns = dict(zip(found.column("table").to_pylist(), found.column("columns").to_pylist()))
+    for name in SCOPED_TABLES:
+        copy = columns.get(f"scoped_{name}")
+        if copy is not None and copy != columns.get(name):
+            log.info("the columns of %s changed: its copies for refreshes are made anew", name)
+            run(conn, sqlfiles.query("drop_scoped_table", engine=ENGINE, name=name))
+    run(conn, sqlfiles.query("create_evidence_scopes", engine=ENGINE,
+                             scoped_tables=SCOPED_TABLES))
+
+
+def copy_evidence_scope() -> str:
+    """The statements that copy the current rows of ``$request_ids`` under ``{scope:UUID}``,
+    for a refresh of their request_evidence rows (scope "traces")."""
+    return sqlfiles.query("copy_evidence_scope", engine=ENGINE, scoped_tables=SCOPED_TABLES)
 
 
 # views numbered below this define request_evidence_live (collector/storage/store.py)
@@ -156,6 +181,7 @@ def evidence_hash() -> str:
     sql = [render_view(v) for v in sqlfiles.views() if v.version < _EVIDENCE_INPUTS]
     sql += [sqlfiles.query("fill_request_evidence", engine=ENGINE, scope=s)
             for s in ("all", "traces")]
+    sql.append(copy_evidence_scope())
     sql.append(sqlfiles.query("create_request_evidence", engine=ENGINE))
     return hashlib.sha256("\n".join(sql).encode("utf-8")).hexdigest()
 

@@ -28,6 +28,7 @@ import logging
 import secrets
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -215,7 +216,9 @@ class ClickHouseStore:
 
     def refresh_evidence(self, trace_ids: Iterable[str]) -> None:
         """Append the request_evidence rows of these traces' current requests, each with the
-        version read before it is computed (queries/create_request_evidence.sql)."""
+        version read before it is computed (queries/create_request_evidence.sql), from copies
+        of their rows made under a scope of this refresh's own
+        (queries/create_evidence_scopes.sql)."""
         ids = sorted(set(trace_ids))
         if not ids:
             return
@@ -225,11 +228,13 @@ class ClickHouseStore:
             return
         versions = [int.from_bytes(v, "little") if isinstance(v, bytes) else int(v)
                     for v in found.column("version").to_pylist()]
+        params = {"trace_ids": found.column("trace_id").to_pylist(),
+                  "request_ids": found.column("request_id").to_pylist(),
+                  "versions": versions, "scope": str(uuid.uuid4())}
+        clickhouse.run(self.conn, clickhouse.copy_evidence_scope(), params)
         clickhouse.run(self.conn,
                        sqlfiles.query("fill_request_evidence", engine=ENGINE, scope="traces"),
-                       {"trace_ids": found.column("trace_id").to_pylist(),
-                        "request_ids": found.column("request_id").to_pylist(),
-                        "versions": versions})
+                       params)
 
     def _insert_spans(self, new_spans: dict[tuple[str, str], SpanRecord],
                       received_at: datetime) -> None:

@@ -3,7 +3,8 @@
       all            every request: the stored view
       request_range  request ids in [$lo, $hi] (the store's rebuild, in ranges)
       traces         the requests $request_ids of the traces $trace_ids (the store's refresh
-                     after a write)
+                     after a write); on ClickHouse read from the copies of their rows
+                     under {scope:UUID} (queries/create_evidence_scopes.sql)
 
     Import `with context`: the macros read `scope` (and `engine`: parameters are $name for
     DuckDB, {name:Type} for ClickHouse). -#}
@@ -39,5 +40,16 @@ has({trace_ids:Array(String)}, {{ alias }}.trace_id)
 {{ alias }}.trace_id IN (SELECT unnest($trace_ids))
 {%- else -%}
 {{ fail("unknown scope " ~ scope) }}
+{%- endif -%}
+{%- endmacro -%}
+
+
+{#- The relation `name` (requests, chunks, placements, answer_sources, outcomes) is read from:
+    itself, or on ClickHouse under scope "traces" its rows copied for this refresh. -#}
+{%- macro scoped(name) -%}
+{%- if scope == "traces" and engine == "clickhouse" -%}
+(SELECT * EXCEPT (scope, scoped_at) FROM scoped_{{ name }} WHERE scope = {scope:UUID})
+{%- else -%}
+{{ name }}
 {%- endif -%}
 {%- endmacro -%}

@@ -3,7 +3,8 @@
 -- request order.
 {% if engine == "clickhouse" -%}
 -- ClickHouse: appended with their version (queries/create_request_evidence.sql); under scope
--- "traces" the versions the store read before, $versions beside $request_ids.
+-- "traces" the versions the store read before, $versions beside $request_ids, and the rows
+-- read from their copies under {scope:UUID} (queries/copy_evidence_scope.sql).
 {% from "parts/versions.sql" import evidence_versions -%}
 INSERT INTO request_evidence_versions
 SELECT e.*,

@@ -7,7 +7,7 @@
 -- correct_<kind> and score_<kind> are each kind's own merged verdict, what the `grader=`
 -- filter counts (parts/graders.sql).
 -- request_evidence_live inlines this query, limited to the traces it covers (parts/scope.sql).
-{% from "parts/scope.sql" import trace_in_scope with context %}
+{% from "parts/scope.sql" import scoped, trace_in_scope with context %}
 {% from "parts/dialect.sql" import arg_max_if, list_is_set with context -%}
 {% set strongest = "(grader_rank, priority, effective_time, outcome_id)" -%}
 {% set newest = "(priority, effective_time, outcome_id)" -%}
@@ -18,7 +18,7 @@ WITH ranked AS (
                AS grader_rank,
            (CASE origin WHEN 'api' THEN 1 ELSE 0 END) AS priority,
            coalesce(time, received_at) AS effective_time
-    FROM outcomes o
+    FROM {{ scoped("outcomes") }} o
     WHERE {{ trace_in_scope("o") }}
 )
 SELECT

@@ -16,13 +16,13 @@
 -- answer_sources table; n_followed counts them, follows_decisive says whether one is
 -- decisive, followed_distractors lists the others that are in the prompt, each at its first
 -- occurrence (slot, relative position), for answered_from_distractor to band.
-{% from "parts/scope.sql" import request_in_scope with context %}
+{% from "parts/scope.sql" import request_in_scope, scoped with context %}
 {% from "parts/dialect.sql" import arg_min, bare, bool_or, iso_week, list_contains, list_distinct, list_len, semi_join, sorted_distinct, unnest with context -%}
 CREATE OR REPLACE VIEW request_evidence_live AS
 WITH req AS (
-    SELECT * FROM requests r WHERE {{ request_in_scope("r") }}
+    SELECT * FROM {{ scoped("requests") }} r WHERE {{ request_in_scope("r") }}
 ), chunk AS (
-    SELECT * FROM chunks c WHERE {{ request_in_scope("c") }}
+    SELECT * FROM {{ scoped("chunks") }} c WHERE {{ request_in_scope("c") }}
 ), merged AS (
     SELECT r.request_id, o.correct, o.score, o.graded_at, o.grader,
            o.correct_person, o.correct_references, o.correct_judge,
@@ -45,7 +45,7 @@ WITH req AS (
         p.token_end,
         coalesce(nullif(r.prompt_tokens, 0),
                  nullif(max(p.token_end) OVER (PARTITION BY p.request_id), 0)) AS prompt_tokens
-    FROM placements p
+    FROM {{ scoped("placements") }} p
     JOIN req r USING (request_id)
     WHERE {{ request_in_scope("p") }}
 ), positioned AS (
@@ -123,7 +123,7 @@ WITH req AS (
     FROM decisive_first
     GROUP BY request_id
 ), source AS (
-    SELECT DISTINCT s.request_id, s.chunk_id FROM answer_sources s WHERE {{ request_in_scope("s") }}
+    SELECT DISTINCT s.request_id, s.chunk_id FROM {{ scoped("answer_sources") }} s WHERE {{ request_in_scope("s") }}
 ), source_first AS (
     SELECT pp.request_id, pp.chunk_id, min(pp.slot) AS slot,
            {{ arg_min("pp.relative_position", "pp.slot") }} AS relative_position
