@@ -208,10 +208,6 @@ def _candidate(baseline: str, strategy: str | None, cases: Path | None, url: str
              EXIT_USAGE)
     if "," in strategy:
         fail(f"--strategy takes one strategy, got {strategy!r}", EXIT_USAGE)
-    if cases is not None and isinstance(db, ClickHouseURL):
-        fail("--cases records a sweep, which a ClickHouse store cannot take yet: sweep into a "
-             "running collector (--url) or a DuckDB file, then judge it here with --experiment",
-             EXIT_USAGE)
     if cases is None:
         if not asked.get("experiment"):
             fail("--baseline-experiment needs --experiment (an experiment already swept) or "
