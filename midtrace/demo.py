@@ -93,7 +93,8 @@ def _empty_database(url: ClickHouseURL) -> None:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise DemoError(f"cannot read {url}: {first}") from None
     finally:
-        conn.close()
+        if url.scheme != "chdb":  # a chdb folder's connection is the process's (connect)
+            conn.close()
     held = [name for name in CLICKHOUSE_MARKS if name in tables]
     if held:
         raise DemoError(f"{url} already holds a midtrace store (its table {held[0]}); the "
