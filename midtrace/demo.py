@@ -32,7 +32,8 @@ CLICKHOUSE_MARKS = ("schema_migrations", "spans", "requests_versions", "requests
 
 
 class DemoError(Exception):
-    """The demo cannot start; the message says why and what to do."""
+    """The demo cannot start as asked; the message says why and what to do. (A store that
+    cannot be opened or written raises StoreError instead.)"""
 
 
 def sample_files() -> list[Path]:
@@ -82,16 +83,13 @@ def _empty_database(url: ClickHouseURL) -> None:
     from midtrace.collector.storage import clickhouse
     from midtrace.sql import sqlfiles
 
-    try:
-        conn = clickhouse.connect(url)
-    except StoreError as e:
-        raise DemoError(str(e)) from None
+    conn = clickhouse.connect(url)
     try:
         found = conn.query(sqlfiles.query("store_tables", engine=clickhouse.ENGINE))
         tables = set(found.column(0).to_pylist())
     except Exception as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise DemoError(f"cannot read {url}: {first}") from None
+        raise StoreError(f"cannot read {url}: {first}") from None
     finally:
         if url.scheme != "chdb":  # a chdb folder's connection is the process's (connect)
             conn.close()
@@ -118,10 +116,7 @@ def _load(db: Path | ClickHouseURL, keep_text: bool,
     if isinstance(db, ClickHouseURL):
         from midtrace.collector.storage.clickhouse_store import ClickHouseStore
 
-        try:
-            store = ClickHouseStore.open(db, keep_text=keep_text)
-        except StoreError as e:
-            raise DemoError(str(e)) from None
+        store = ClickHouseStore.open(db, keep_text=keep_text)
         try:
             return ingest_files(store, sample_files(), progress=progress)
         finally:
@@ -154,8 +149,8 @@ def _load_in_child(db: ClickHouseURL, keep_text: bool,
         errors = log.read()
     if child.returncode != 0 or not last.startswith("{"):
         lines = errors.strip().splitlines()
-        raise DemoError(lines[-1] if lines else
-                        f"loading the samples into {db} failed (exit code {child.returncode})")
+        raise StoreError(lines[-1] if lines else
+                         f"loading the samples into {db} failed (exit code {child.returncode})")
     return IngestReport(**json.loads(last))
 
 

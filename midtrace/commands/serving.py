@@ -111,6 +111,7 @@ def demo(ctx: click.Context, db: Path | ClickHouseURL | None, port: int, **optio
     A default port that something else holds (an OpenTelemetry Collector on 4317, say) is
     swapped for a free one; a port you name is used as given.
     """
+    from midtrace.collector.storage.database import StoreError
     from midtrace.demo import DEFAULT_DB, DemoError, fresh_database, load_samples, sample_files
 
     path = db or DEFAULT_DB
@@ -133,6 +134,8 @@ def demo(ctx: click.Context, db: Path | ClickHouseURL | None, port: int, **optio
                                   progress=bar.update)
     except (DemoError, LaunchError) as e:
         fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        fail(str(e), EXIT_SOURCE)
     click.echo(f"loaded {report.spans} spans and {report.outcomes} late outcomes from "
                f"{report.files} sample files into {path} (synthetic data, see sample_traces/README.md)",
                err=True)

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -123,3 +124,15 @@ def test_demo_fills_an_empty_clickhouse_database_and_refuses_a_midtrace_store(
     with pytest.raises(demo.DemoError, match="already holds a midtrace store .*never drops"):
         demo._empty_database(chdb_database)
     assert conn.query("SELECT count() AS n FROM spans").to_pylist() == [{"n": 0}]
+
+
+def test_demo_on_a_clickhouse_server_it_cannot_reach_exits_3(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        run = subprocess.run([sys.executable, "-m", "midtrace", "demo", "--store",
+                              f"clickhouse://127.0.0.1:{port}/demo", "--http-port", "0",
+                              "--grpc-port", "0", "--port", "0"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 3, run.stderr
+    assert run.stderr.startswith(f"midtrace: cannot reach clickhouse://default@127.0.0.1:{port}/demo")
