@@ -156,7 +156,9 @@ class _Threshold(click.ParamType):
                    "compared under (and the one --cases is swept with).")
 @click.option("--cases", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With --baseline-experiment: sweep this case set first (the sweep options "
-                   "below, docs/sweep.md) and judge that sweep; --experiment names it.")
+                   "below, docs/sweep.md), recording it into the --store (a DuckDB file or a "
+                   "ClickHouse store) or --url judged, and judge that sweep; --experiment "
+                   "names it.")
 @sweep_run_options(required=False)
 @click.pass_context
 def gate(ctx: click.Context, db: Path | ClickHouseURL | None, url: str | None, token: str | None,
