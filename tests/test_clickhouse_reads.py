@@ -308,17 +308,6 @@ def test_gate_judges_a_clickhouse_store_as_a_duckdb_file(
     assert duck.exit_code == (1 if not args else 0), duck.output
 
 
-def test_gate_will_not_sweep_into_a_clickhouse_store(
-        sample_stores: tuple[Path, ClickHouseURL], tmp_path: Path) -> None:
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text("{}\n")
-    result = CliRunner().invoke(cli, [
-        "gate", "--store", str(sample_stores[1]), "--baseline-experiment", "a",
-        "--strategy", "edge", "--cases", str(cases)])
-    assert result.exit_code == 2
-    assert "a ClickHouse store cannot take yet" in result.output
-
-
 def test_the_dashboard_refuses_a_clickhouse_store_it_cannot_read(tmp_path: Path) -> None:
     """Checked in a child process (a chdb folder opens in one process only), before the
     dashboard starts: one line, exit 3."""

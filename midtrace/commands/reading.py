@@ -156,7 +156,9 @@ class _Threshold(click.ParamType):
                    "compared under (and the one --cases is swept with).")
 @click.option("--cases", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With --baseline-experiment: sweep this case set first (the sweep options "
-                   "below, docs/sweep.md) and judge that sweep; --experiment names it.")
+                   "below, docs/sweep.md), recording it into the --store (a DuckDB file or a "
+                   "ClickHouse store) or --url judged, and judge that sweep; --experiment "
+                   "names it.")
 @sweep_run_options(required=False)
 @click.pass_context
 def gate(ctx: click.Context, db: Path | ClickHouseURL | None, url: str | None, token: str | None,
@@ -208,10 +210,6 @@ def _candidate(baseline: str, strategy: str | None, cases: Path | None, url: str
              EXIT_USAGE)
     if "," in strategy:
         fail(f"--strategy takes one strategy, got {strategy!r}", EXIT_USAGE)
-    if cases is not None and isinstance(db, ClickHouseURL):
-        fail("--cases records a sweep, which a ClickHouse store cannot take yet: sweep into a "
-             "running collector (--url) or a DuckDB file, then judge it here with --experiment",
-             EXIT_USAGE)
     if cases is None:
         if not asked.get("experiment"):
             fail("--baseline-experiment needs --experiment (an experiment already swept) or "

@@ -8,15 +8,20 @@ from typing import Any
 
 import click
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
-    EXIT_SOURCE, EXIT_USAGE, READ_STORE_HELP, StoreCommand, api_key_env_option, fail,
+    EXIT_SOURCE, EXIT_USAGE, StoreCommand, api_key_env_option, fail,
     key_and_price, load_references_or_exit, prices_option, one_source, open_source, store_option, token_option, url_option)
 
 
 @click.command(cls=StoreCommand)
 @token_option
 @url_option
-@store_option(required=False, help=READ_STORE_HELP + " The replays are recorded into it too.")
+@store_option(required=False, clickhouse=True, help=(
+    "A store to read the request from and record the replays into, instead of --url: a "
+    "DuckDB file path or duckdb:///path (no collector may hold it), or a ClickHouse store, "
+    "clickhouse://user@host:8123/database, clickhouses://... or chdb:///folder (password in "
+    "MIDTRACE_CLICKHOUSE_PASSWORD)."))
 @click.option("--trace-id", "trace_id", required=True, metavar="ID",
               help="The request to replay (32 hex digits).")
 @click.option("--endpoint", envvar="MIDTRACE_SWEEP_ENDPOINT", show_envvar=True, required=True,
@@ -47,7 +52,8 @@ from midtrace.commands.options import (
                    "nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
-def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | None,
+def replay(ctx: click.Context, token: str | None, url: str | None,
+           db: Path | ClickHouseURL | None,
            trace_id: str, endpoint: str, model: str, strategies: str, repeats: int,
            references_path: Path, api_key_env: str | None, experiment: str | None,
            prices_file: Path | None, concurrency: int, max_tokens: int, dry_run: bool,
@@ -78,7 +84,9 @@ def replay(ctx: click.Context, token: str | None, url: str | None, db: Path | No
     except ClientError as e:
         fail(str(e), EXIT_SOURCE)
     finally:
-        client.close()  # a --store file must be free before the replays are written into it
+        # a --store file must be free before the replays are written into it (a chdb
+        # folder's one connection stays open for the writer: ClickHouseClient.close)
+        client.close()
     if trace is None:
         fail(f"no request has trace id {trace_id}", EXIT_USAGE)
     made = rp.incident_from_trace(trace, refs.by_question(), prompt_texts)

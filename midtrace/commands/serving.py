@@ -96,20 +96,27 @@ def serve(db: Path, port: int, **options: Any) -> None:
 
 @click.command()
 @store_option(required=False, envvar=("MIDTRACE_DEMO_STORE", "MIDTRACE_DEMO_DB"),
-              help="A new DuckDB file for the demo; must not exist. Default: "
-                   ".midtrace/demo.duckdb, replaced on every run.")
+              clickhouse=True,
+              help="A new store for the demo: a DuckDB file path or duckdb:///path, or a "
+                   "chdb:///folder, that must not exist; or an empty database of a ClickHouse "
+                   "server, clickhouse://user@host:8123/db or clickhouses://... (password in "
+                   "MIDTRACE_CLICKHOUSE_PASSWORD; one that holds a midtrace store is refused, "
+                   "never dropped). Default: .midtrace/demo.duckdb, replaced on every run.")
 @collector_options
 @dashboard_port_option
 @click.pass_context
-def demo(ctx: click.Context, db: Path | None, port: int, **options: Any) -> None:
-    """Load the bundled sample traces into a fresh database and start collector + dashboard.
+def demo(ctx: click.Context, db: Path | ClickHouseURL | None, port: int, **options: Any) -> None:
+    """Load the bundled sample traces into a fresh store and start collector + dashboard.
 
     A default port that something else holds (an OpenTelemetry Collector on 4317, say) is
     swapped for a free one; a port you name is used as given.
     """
+    from midtrace.collector.storage.database import StoreError
     from midtrace.demo import DEFAULT_DB, DemoError, fresh_database, load_samples, sample_files
 
     path = db or DEFAULT_DB
+    if isinstance(path, ClickHouseURL) and path.path is not None:
+        path = replace(path, path=path.path.resolve())  # the collector's process opens it
     host = options["host"]
     for name in ("http_port", "grpc_port"):
         if _is_default(ctx, name):
@@ -127,6 +134,8 @@ def demo(ctx: click.Context, db: Path | None, port: int, **options: Any) -> None
                                   progress=bar.update)
     except (DemoError, LaunchError) as e:
         fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        fail(str(e), EXIT_SOURCE)
     click.echo(f"loaded {report.spans} spans and {report.outcomes} late outcomes from "
                f"{report.files} sample files into {path} (synthetic data, see sample_traces/README.md)",
                err=True)

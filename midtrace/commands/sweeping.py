@@ -9,10 +9,17 @@ from typing import Any
 
 import click
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
     EXIT_USAGE, StoreCommand, api_key_env_option, default_of, fail, from_env, prices_option,
     store_option, token_option, url_option)
 from midtrace.sweep.settings import RetryPolicy, SweepSettings
+
+
+SWEEP_STORE_HELP = ("A store to write the traces to instead of --url: a DuckDB file path or "
+                    "duckdb:///path (no collector may hold it), or a ClickHouse store, "
+                    "clickhouse://user@host:8123/db, clickhouses://... or chdb:///folder "
+                    "(password in MIDTRACE_CLICKHOUSE_PASSWORD).")
 
 
 def sweep_default(name: str) -> Any:
@@ -110,7 +117,8 @@ class SweepRun:
     prices_file: Path | None = None
 
 
-def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | None) -> Any:
+def run_sweep(asked: SweepRun, url: str | None, token: str | None,
+              db: Path | ClickHouseURL | None) -> Any:
     """Run the sweep, with progress on stderr; returns (the run, its summary). Usage errors
     exit 2 and a sweep that cannot run exits 1."""
     import os
@@ -165,12 +173,13 @@ def run_sweep(asked: SweepRun, url: str | None, token: str | None, db: Path | No
     return run, result
 
 
-def one_target(url: str | None, db: Path | None) -> Path | None:
+def one_target(url: str | None, db: Path | ClickHouseURL | None) -> Path | ClickHouseURL | None:
     """The store a sweep writes to, given --url and --store: exactly one (usage error else)."""
     if url is not None and db is not None and from_env("db"):
         db = None  # MIDTRACE_STORE set for other commands; --url given for this one
     if (url is None) == (db is None):
-        fail("give exactly one of --url (a running collector) or --store (a DuckDB file)", EXIT_USAGE)
+        fail("give exactly one of --url (a running collector) or --store (a DuckDB file or a "
+             "ClickHouse store)", EXIT_USAGE)
     return db
 
 
@@ -184,10 +193,10 @@ def one_target(url: str | None, db: Path | None) -> Path | None:
                    "long_context_reorder, reverse, doc_order_within_source.")
 @url_option
 @token_option
-@store_option(required=False, help="A store to write the traces to instead of --url (no collector may hold it): a DuckDB file path or duckdb:///path.")
+@store_option(required=False, clickhouse=True, help=SWEEP_STORE_HELP)
 @click.option("--format", "output_format", envvar="MIDTRACE_SWEEP_FORMAT", show_envvar=True,
               default="text", type=click.Choice(["text", "json"]), help="Summary format on stdout.")
-def sweep(cases: Path, url: str | None, token: str | None, db: Path | None,
+def sweep(cases: Path, url: str | None, token: str | None, db: Path | ClickHouseURL | None,
           output_format: str, **asked: Any) -> None:
     """Measure a model's accuracy by evidence position on your own cases."""
     import json

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.schemas.encode import record_request
 from midtrace.schemas.model import RagRecord
 
@@ -60,16 +61,24 @@ class OtlpSink:
 
 
 class StoreSink:
-    """Write straight into a DuckDB file no collector holds, through the collector's store."""
+    """Write straight into a store no collector holds, through the collector's store: a
+    DuckDB file, or a ClickHouse store (which collectors may be writing at the same time)."""
 
-    def __init__(self, path: Path, prices: Path | None = None) -> None:
-        from midtrace.collector.storage.store import Store, StoreError
+    def __init__(self, store: Path | ClickHouseURL, prices: Path | None = None) -> None:
+        from midtrace.collector.storage.store import StoreError
 
         try:  # the store prices what it holds with this table (docs/metrics.md, "Cost")
-            self._store = Store.open(path, prices=prices)
+            if isinstance(store, ClickHouseURL):
+                from midtrace.collector.storage.clickhouse_store import ClickHouseStore
+
+                self._store: Any = ClickHouseStore.open(store, prices=prices)
+            else:
+                from midtrace.collector.storage.store import Store
+
+                self._store = Store.open(store, prices=prices)
         except StoreError as e:
             raise RecordError(str(e)) from e
-        self.path = path
+        self.path = store
 
     def export(self, spans: Sequence[ReadableSpan]) -> None:
         from midtrace.collector.receive.bodies import check_spans
@@ -81,11 +90,15 @@ class StoreSink:
             raise RecordError(f"spans refused: {check.message}")
         try:
             self._store.write([WriteJob(spans=check.accepted)])
-        except Exception as e:  # a failed write is rolled back; the journal must not move on
+        except Exception as e:  # the journal must not move past a write that failed
             raise RecordError(f"cannot write to {self.path}: {e}") from e
 
     def close(self) -> None:
         self._store.close()
+        # a ClickHouse server's connection is this sink's own; a chdb folder's stays open
+        # for the process, shared with whatever reads it next (clickhouse.connect)
+        if isinstance(self.path, ClickHouseURL) and self.path.scheme != "chdb":
+            self._store.conn.close()
 
 
 class _TrialIds(IdGenerator):

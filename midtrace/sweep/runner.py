@@ -180,7 +180,8 @@ class Sweep:
     @classmethod
     def prepare(cls, settings: SweepSettings) -> Sweep:
         if (settings.url is None) == (settings.db is None):
-            raise SweepError("give exactly one of --url (a running collector) or --store (a DuckDB file)")
+            raise SweepError("give exactly one of --url (a running collector) or --store (a DuckDB "
+                             "file or a ClickHouse store)")
         try:
             case_file = load_cases(settings.cases)
         except OSError as e:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.llm import RetryPolicy
 from midtrace.sweep import prompt as prompts
 from midtrace.sweep.conditions import RankSpec
@@ -25,7 +26,7 @@ class SweepSettings:
     template: prompts.Template | None = None
     url: str | None = None
     token: str | None = None
-    db: Path | None = None
+    db: Path | ClickHouseURL | None = None  # the store a sweep without --url writes to
     state_dir: Path | None = None
     api_key: str | None = None
     timeout: float = 120.0
