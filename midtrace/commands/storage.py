@@ -65,13 +65,15 @@ def rebuild(db: Path) -> None:
 
 @click.command(cls=StoreCommand)
 @store_option(clickhouse=True, help=WRITE_ANY_STORE_HELP + " On ClickHouse, --older-than sets "
-              "a retention (a TTL in whole days) instead.")
+              "a retention (a TTL in whole days) instead, and --trace-id erases by mutations "
+              "that rewrite the parts holding the traces' rows.")
 @click.option("--older-than", envvar="MIDTRACE_OLDER_THAN", show_envvar=True, default=None,
               help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
 @trace_id_option
 @click.option("--compact/--no-compact", envvar="MIDTRACE_COMPACT", show_envvar=True, default=True,
               help="Rewrite the file afterwards so deleted text leaves no bytes on disk; also "
-                   "done when an earlier prune's rewrite was skipped or cut short.")
+                   "done when an earlier prune's rewrite was skipped or cut short. DuckDB only: "
+                   "on ClickHouse the deletion itself rewrites the parts.")
 def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
     """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
     from midtrace.collector.storage.retention import check_trace_id, compaction_pending, parse_age
@@ -104,21 +106,27 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
 
 def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...]) -> None:
     """``prune`` on ClickHouse: keep ``age`` of rows from now on, as a TTL on every
-    day-partitioned table (docs/clickhouse.md, "Retention")."""
+    day-partitioned table (docs/clickhouse.md, "Retention"), and erase the traces
+    ``trace_ids`` now (collector/storage/clickhouse_erase.py)."""
     from midtrace.collector.storage import clickhouse
+    from midtrace.collector.storage.clickhouse_erase import erase
 
-    if trace_ids:
-        fail("erasing chosen traces from a ClickHouse store is not supported yet; "
-             "--older-than sets its retention", EXIT_USAGE)
-    assert age is not None
-    days, rest = divmod(age, timedelta(days=1))
-    if rest or days < 1:
-        fail(f"a ClickHouse store keeps whole days: give --older-than in days or weeks (30d, "
-             f"2w), not {age}", EXIT_USAGE)
+    days = None
+    if age is not None:
+        days, rest = divmod(age, timedelta(days=1))
+        if rest or days < 1:
+            fail(f"a ClickHouse store keeps whole days: give --older-than in days or weeks "
+                 f"(30d, 2w), not {age}", EXIT_USAGE)
     open_store(url).close()  # its tables brought up to date first
-    clickhouse.set_retention(clickhouse.connect(url), days)
-    click.echo(f"{url} keeps {days} days from now on: ClickHouse drops older rows as it "
-               "merges their parts (a TTL on every day-partitioned table)")
+    conn = clickhouse.connect(url)
+    if days is not None:
+        clickhouse.set_retention(conn, days)
+        click.echo(f"{url} keeps {days} days from now on: ClickHouse drops older rows as it "
+                   "merges their parts (a TTL on every day-partitioned table)")
+    if trace_ids:
+        report = erase(conn, trace_ids)
+        click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
+                   f"requests, {report.outcomes} outcomes from {url}")
 
 
 @click.command(cls=StoreCommand)
