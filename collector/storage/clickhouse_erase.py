@@ -17,12 +17,16 @@ Where the rows of a trace are on ClickHouse (migrations/*.sql, their ClickHouse 
   ``intake_log`` is not written on ClickHouse (a shared store keeps no intake log).
 
 Each table is a mutation (``ALTER TABLE ... DELETE``, queries/erase_traces.sql) that rewrites
-the parts holding the rows, waited for; the parts it replaced leave the disk when ClickHouse
-cleans up old parts (docs/clickhouse.md, "Erasing traces").
+the parts of the partitions holding the rows; the spans' is waited for first, then the others
+run at once and are all waited for. A submitted mutation is kept by ClickHouse and finishes
+even if this process stops. The parts a mutation replaced leave the disk when ClickHouse cleans
+up old parts (docs/clickhouse.md, "Erasing traces").
 """
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Sequence
 
 from midtrace.collector.storage import clickhouse
@@ -32,12 +36,17 @@ from midtrace.collector.storage.retention import PruneReport, check_trace_id
 from midtrace.sql import sqlfiles
 
 ENGINE = clickhouse.ENGINE
+WAIT_SECONDS = 3600.0  # for the deletions to finish: a big store rewrites many parts
 
 
 def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
     """Delete every row of the traces ``trace_ids`` from the store on ``conn``, and the texts
     nothing left refers to. Counted as DuckDB's prune counts: the traces named, and their spans,
-    current requests and outcomes."""
+    current requests and outcomes.
+
+    The texts go first, then the rows, table by table (parts/erase.sql). Nothing is lost if it
+    stops part way: what is left of the traces is found again by the next erase of the same ids,
+    and nothing left is derived back meanwhile."""
     chosen = sorted({check_trace_id(t) for t in trace_ids})
     report = PruneReport(traces=len(chosen))
     if not chosen:
@@ -48,15 +57,49 @@ def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
     report.spans = int(targets["spans"] or 0)
     report.requests = int(targets["requests"] or 0)
     report.outcomes = int(targets["outcomes"] or 0)
-    clickhouse.run(conn, sqlfiles.query("erase_traces", engine=ENGINE), {
-        "trace_ids": chosen,
-        "request_ids": sorted(targets["request_ids"] or []),
-        "text_hashes": sorted(targets["text_hashes"] or []),
-        "chunk_text_hashes": sorted(targets["chunk_text_hashes"] or []),
-    })
-    unfinished = conn.query(sqlfiles.query("unfinished_mutations", engine=ENGINE)).to_pylist()
-    if unfinished:
-        first = unfinished[0]
-        raise StoreError(f"{len(unfinished)} deletion(s) on {conn.url} not finished, e.g. on "
-                         f"{first['table']}: {first['latest_fail_reason'] or 'still running'}")
+    ids = {"trace_ids": chosen, "request_ids": sorted(targets["request_ids"] or [])}
+    texts = {"text_hashes": sorted(targets["text_hashes"] or []),
+             "chunk_text_hashes": sorted(targets["chunk_text_hashes"] or [])}
+    if any(texts.values()):
+        unused = conn.query(sqlfiles.query("erase_texts", engine=ENGINE), ids | texts)
+        hashes = {name: sorted(unused.column(name)[0].as_py() or [])
+                  for name in ("texts", "chunk_texts")}
+        clickhouse.run(conn, sqlfiles.query("delete_texts", engine=ENGINE,
+                                            tables=[t for t, h in hashes.items() if h]), hashes)
+    partitions: dict[str, list[str]] = {}
+    for row in conn.query(sqlfiles.query("erase_partitions", engine=ENGINE), ids).to_pylist():
+        partitions.setdefault(row["table"], []).append(_partition_id(row["partition"]))
+    clickhouse.run(conn, sqlfiles.query("erase_traces", engine=ENGINE, partitions=partitions),
+                   ids)
+    _wait_for_mutations(conn)
     return report
+
+
+def _wait_for_mutations(conn: clickhouse.Connection, timeout: float = WAIT_SECONDS) -> None:
+    """Wait until no mutation of the store's tables is left to run; one that failed, or
+    still runs after ``timeout`` seconds, raises StoreError (it goes on in ClickHouse, and
+    the same erase run again waits for it once more)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        unfinished = conn.query(sqlfiles.query("unfinished_mutations", engine=ENGINE)).to_pylist()
+        if not unfinished:
+            return
+        failed = [m for m in unfinished if m["latest_fail_reason"]]
+        if failed or time.monotonic() > deadline:
+            first = (failed or unfinished)[0]
+            raise StoreError(f"{len(unfinished)} deletion(s) on {conn.url} not finished, e.g. "
+                             f"on {first['table']}: "
+                             f"{first['latest_fail_reason'] or f'running after {timeout:.0f} s'}")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+_PARTITION_ID = re.compile(r"^[0-9A-Za-z_-]+$")
+
+
+def _partition_id(value: str) -> str:
+    """A partition id as ClickHouse gave it, checked before it is written into a statement."""
+    if not _PARTITION_ID.match(value):
+        raise StoreError(f"unexpected partition id {value!r}")
+    return value
