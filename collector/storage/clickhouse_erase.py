@@ -37,6 +37,7 @@ from midtrace.sql import sqlfiles
 
 ENGINE = clickhouse.ENGINE
 WAIT_SECONDS = 3600.0  # for the deletions to finish: a big store rewrites many parts
+PARTS_SECONDS = 120.0  # for replaced parts to leave the disk: chdb removes them within ~30 s
 
 
 def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
@@ -103,3 +104,17 @@ def _partition_id(value: str) -> str:
     if not _PARTITION_ID.match(value):
         raise StoreError(f"unexpected partition id {value!r}")
     return value
+
+
+def wait_for_replaced_parts(conn: clickhouse.Connection, timeout: float = PARTS_SECONDS) -> bool:
+    """Wait until the parts that mutations (or merges) replaced have left the disk, with the
+    erased rows in them: whether they did within ``timeout`` seconds. ClickHouse removes them
+    in the background: chdb within about 30 s while a process holds the folder, a server after
+    its ``old_parts_lifetime``."""
+    deadline = time.monotonic() + timeout
+    sql = sqlfiles.query("replaced_parts", engine=ENGINE)
+    while conn.query(sql).column("parts")[0].as_py():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True

@@ -72,8 +72,9 @@ def rebuild(db: Path) -> None:
 @trace_id_option
 @click.option("--compact/--no-compact", envvar="MIDTRACE_COMPACT", show_envvar=True, default=True,
               help="Rewrite the file afterwards so deleted text leaves no bytes on disk; also "
-                   "done when an earlier prune's rewrite was skipped or cut short. DuckDB only: "
-                   "on ClickHouse the deletion itself rewrites the parts.")
+                   "done when an earlier prune's rewrite was skipped or cut short. On chdb: wait "
+                   "until the parts the deletion replaced have left the disk (about 30 s); a "
+                   "ClickHouse server removes them itself.")
 def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
     """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
     from midtrace.collector.storage.retention import check_trace_id, compaction_pending, parse_age
@@ -89,7 +90,7 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
     if isinstance(db, ClickHouseURL):
-        _retain(db, age, trace_ids)
+        _retain(db, age, trace_ids, compact)
         return
     store = open_store(db)
     try:
@@ -104,12 +105,15 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
                + (" (file compacted)" if compact else ""))
 
 
-def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...]) -> None:
+def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...],
+            compact: bool) -> None:
     """``prune`` on ClickHouse: keep ``age`` of rows from now on, as a TTL on every
     day-partitioned table (docs/clickhouse.md, "Retention"), and erase the traces
-    ``trace_ids`` now (collector/storage/clickhouse_erase.py)."""
+    ``trace_ids`` now (collector/storage/clickhouse_erase.py; "Erasing traces"). On chdb,
+    ``compact`` waits until the parts the erase replaced have left the disk: the process
+    holding the folder removes them, and this one is about to end."""
     from midtrace.collector.storage import clickhouse
-    from midtrace.collector.storage.clickhouse_erase import erase
+    from midtrace.collector.storage.clickhouse_erase import erase, wait_for_replaced_parts
 
     days = None
     if age is not None:
@@ -125,8 +129,13 @@ def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...
                    "merges their parts (a TTL on every day-partitioned table)")
     if trace_ids:
         report = erase(conn, trace_ids)
+        removed = ""
+        if compact and url.scheme == "chdb":
+            removed = (" (replaced parts removed)" if wait_for_replaced_parts(conn) else
+                       " (replaced parts not yet removed: the next process holding the folder "
+                       "removes them)")
         click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
-                   f"requests, {report.outcomes} outcomes from {url}")
+                   f"requests, {report.outcomes} outcomes from {url}{removed}")
 
 
 @click.command(cls=StoreCommand)
