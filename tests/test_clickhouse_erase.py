@@ -2,7 +2,7 @@
 chdb: the bundled samples with two traces erased hold, table by table, what the samples hold
 once DuckDB's prune erased the same two, and nothing of them is left anywhere; texts another
 trace still refers to stay; the report counts what DuckDB's does; an erased trace is not
-derived back, and sent again it is stored as it was."""
+derived back, and sent again, even to the writer that stored it, it is stored as it was."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ SHARES_WITH = "da9d10313728205278aabeea650c2544"
 GRADED = "01d366df2763970929cb593095b9e918"
 ERASED = (SHARING, GRADED)
 MISSING = "ab" * 16  # no such trace
-# tables whose rows carry no trace: written when the store is opened, with times of their own
-BOOKKEEPING = {"schema_migrations", "derived_state"}
+# tables whose rows carry no trace, with times of their own: written when the store is opened,
+# and pending_work, where an erase records when it began
+BOOKKEEPING = {"schema_migrations", "derived_state", "pending_work"}
 
 
 def select(conn: clickhouse.Connection, sql: str, params: dict[str, Any] | None = None
@@ -238,7 +239,8 @@ def test_an_erased_trace_is_not_derived_back_and_sent_again_is_stored_as_it_was(
     outcomes = [Outcome(trace_id=graded, correct=False, reviewer="r", note="wrong date"),
                 Outcome(trace_id=graded, correct=True, score=0.5, grader="judge")]
     conn = connection_in(chdb_folder, "erase_resend")
-    ClickHouseStore(conn).write([WriteJob(spans=spans, outcomes=outcomes)])
+    writer = ClickHouseStore(conn)
+    writer.write([WriteJob(spans=spans, outcomes=outcomes)])
     before = snapshot(conn)
     ids = (graded, SHARING)
     assert erase(conn, ids).requests == 2
@@ -250,7 +252,8 @@ def test_an_erased_trace_is_not_derived_back_and_sent_again_is_stored_as_it_was(
     assert not conn.query(sqlfiles.query("underived_traces", engine="clickhouse")).num_rows
     assert ClickHouseStore(conn).recover().traces == 0
     assert snapshot(conn) == after
-    # sent again (to a writer started after the erase): stored afresh, as it was
+    # sent again to the writer that stored them, which remembers storing their texts: stored
+    # afresh, as it was
     again = [s for s in spans if s.trace_id in ids]
-    ClickHouseStore(conn).write([WriteJob(spans=again, outcomes=outcomes)])
+    writer.write([WriteJob(spans=again, outcomes=outcomes)])
     assert snapshot(conn) == before

@@ -13,8 +13,9 @@ Where the rows of a trace are on ClickHouse (migrations/*.sql, their ClickHouse 
   it before the request row that names the trace;
 - by hash, shared between traces: ``texts`` (a span's large strings) and ``chunk_texts``,
   deleted only when no span or chunk left refers to them;
-- none: ``settings``, ``prices``, ``derived_state``, ``pending_work``, ``schema_migrations``;
-  ``intake_log`` is not written on ClickHouse (a shared store keeps no intake log).
+- none: ``settings``, ``prices``, ``derived_state``, ``pending_work`` (where an erase records
+  its time, :class:`ErasureWatch`), ``schema_migrations``; ``intake_log`` is not written on
+  ClickHouse (a shared store keeps no intake log).
 
 Each table is a mutation (``ALTER TABLE ... DELETE``, queries/erase_traces.sql) that rewrites
 the parts of the partitions holding the rows; the spans' is waited for first, then the others
@@ -30,7 +31,6 @@ import time
 from collections.abc import Sequence
 
 from midtrace.collector.storage import clickhouse
-from midtrace.collector.storage.clickhouse_store import request_id
 from midtrace.collector.storage.database import StoreError
 from midtrace.collector.storage.retention import PruneReport, check_trace_id
 from midtrace.sql import sqlfiles
@@ -52,6 +52,8 @@ def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
     report = PruneReport(traces=len(chosen))
     if not chosen:
         return report
+    from midtrace.collector.storage.clickhouse_store import request_id  # which imports this
+
     found = conn.query(sqlfiles.query("erase_targets", engine=ENGINE),
                        {"trace_ids": chosen, "hashed": [request_id(t) for t in chosen]})
     targets = found.to_pylist()[0]
@@ -62,6 +64,7 @@ def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
     texts = {"text_hashes": sorted(targets["text_hashes"] or []),
              "chunk_text_hashes": sorted(targets["chunk_text_hashes"] or [])}
     if any(texts.values()):
+        clickhouse.run(conn, sqlfiles.query("record_erasure", engine=ENGINE))
         unused = conn.query(sqlfiles.query("erase_texts", engine=ENGINE), ids | texts)
         hashes = {name: sorted(unused.column(name)[0].as_py() or [])
                   for name in ("texts", "chunk_texts")}
@@ -118,3 +121,20 @@ def wait_for_replaced_parts(conn: clickhouse.Connection, timeout: float = PARTS_
             return False
         time.sleep(0.5)
     return True
+
+
+class ErasureWatch:
+    """Whether texts were erased from the store since a writer last looked: a writer remembers
+    which texts and chunk texts it stored and does not insert them again, so after an erase it
+    must forget them, or a trace sent again would be stored without the texts erased with it."""
+
+    def __init__(self) -> None:
+        self._looked = False
+        self._seen: object = None
+
+    def erased_since(self, conn: clickhouse.Connection) -> bool:
+        """Whether an erase began since the last call (the first call only looks)."""
+        found = conn.query(sqlfiles.query("last_erasure", engine=ENGINE)).column(0)[0].as_py()
+        changed = self._looked and found != self._seen
+        self._looked, self._seen = True, found
+        return changed
