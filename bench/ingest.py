@@ -341,8 +341,9 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         pickle.dump(batches, f)
     del batches
     db = workdir / f"{run}-{re.sub(r'[^A-Za-z0-9]+', '-', label)}.duckdb"
+    if db.is_dir():  # a chdb folder from an earlier repeat
+        shutil.rmtree(db)
     db.unlink(missing_ok=True)
-    shutil.rmtree(db, ignore_errors=True)
     store = f"chdb://{db}" if engine == "chdb" else str(db)  # chdb: a folder
     base_size, base_counts = 0, (0, 0)
     if into is not None:  # a file that already holds many requests (e.g. bench/views.py's)

@@ -1,5 +1,5 @@
 """The offline commands on a ClickHouse store, each in a process of its own (chdb holds one
-folder per process): ingest, rebuild, report, export, and prune's retention."""
+folder per process): ingest, rebuild, report, export, and prune's retention and erasure."""
 
 from __future__ import annotations
 
@@ -59,10 +59,8 @@ def test_ingest_rebuild_report_and_retention_on_chdb(tmp_path: Path) -> None:
     again = midtrace("ingest", "--store", str(tmp_path / "three.duckdb"), str(tmp_path / "three.jsonl"))
     assert again.returncode == 0 and "(3 request updates)" in again.stdout, again.stdout
     assert ttls(tmp_path / "store") == {}
-    for bad, message in ((["--older-than", "12h"], "whole days"),
-                         (["--trace-id", "ab" * 16], "not supported yet")):
-        refused = midtrace("prune", "--store", store, *bad)
-        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    refused = midtrace("prune", "--store", store, "--older-than", "12h", "--trace-id", "ab" * 16)
+    assert refused.returncode == 2 and "whole days" in refused.stderr, refused.stderr
     kept = midtrace("prune", "--store", store, "--older-than", "2w")
     assert kept.returncode == 0, kept.stderr
     assert "keeps 14 days" in kept.stdout
@@ -92,3 +90,48 @@ def test_grading_a_chdb_store_grades_as_a_duckdb_file(tmp_path: Path) -> None:
     assert "sent 2 outcomes (references:refs.jsonl)" in said["duckdb"][0]
     assert len(said["duckdb"][2].splitlines()) == 2  # the two graded requests, as cases
     assert said["chdb"] == said["duckdb"]
+
+
+def test_prune_trace_id_erases_from_chdb_as_from_a_duckdb_file(tmp_path: Path) -> None:
+    """The same traces erased from a chdb store and a DuckDB file: the same report, nothing of
+    them to export afterwards, the trace sharing a text with the erased one whole, and an erased
+    trace ingested again exported as before."""
+    erased, sharing, missing = ("afadf7ebc721e27692aedb42afff7815",
+                                "da9d10313728205278aabeea650c2544", "ab" * 16)
+    said = {}
+    for name, store in (("duckdb", str(tmp_path / "e.duckdb")), ("chdb", f"chdb://{tmp_path}/e")):
+        ingested = midtrace("ingest", "--store", store, str(SAMPLES / "langchain_rag.jsonl"))
+        assert ingested.returncode == 0, ingested.stderr
+        before = midtrace("export", "--store", store, "--trace-id", erased)
+        assert before.returncode == 0 and len(before.stdout.splitlines()) == 1, before.stderr
+        pruned = midtrace("prune", "--store", store, "--trace-id", erased, "--trace-id", missing)
+        assert pruned.returncode == 0, pruned.stderr
+        gone = midtrace("export", "--store", store, "--trace-id", erased)
+        assert gone.returncode == 1 and "no spans stored" in gone.stderr, gone.stderr
+        kept = midtrace("export", "--store", store, "--trace-id", sharing)
+        assert kept.returncode == 0 and len(kept.stdout.splitlines()) == 1, kept.stderr
+        (tmp_path / f"{name}.jsonl").write_text(before.stdout)
+        again = midtrace("ingest", "--store", store, str(tmp_path / f"{name}.jsonl"))
+        assert again.returncode == 0 and "(1 request updates)" in again.stdout, again.stdout
+        back = midtrace("export", "--store", store, "--trace-id", erased)
+        assert back.returncode == 0, back.stderr
+        # what each did to leave no byte of them behind: DuckDB rewrote its file, chdb waited
+        # until the parts the deletions replaced were gone from the disk
+        assert pruned.stdout.endswith({"duckdb": " (file compacted)\n",
+                                       "chdb": " (replaced parts removed)\n"}[name])
+        said[name] = (pruned.stdout.replace(store, "<store>").replace(" (file compacted)", "")
+                      .replace(" (replaced parts removed)", ""),
+                      before.stdout, kept.stdout, back.stdout)
+    assert said["duckdb"][0] == "deleted 2 trace(s): 10 spans, 1 requests, 0 outcomes from <store>\n"
+    assert said["chdb"] == said["duckdb"]
+    assert said["chdb"][3] == said["chdb"][1]
+    # a retention and an erasure at once
+    store = f"chdb://{tmp_path}/e"
+    both = midtrace("prune", "--store", store, "--older-than", "2w", "--trace-id", sharing,
+                    "--no-compact")
+    assert both.returncode == 0, both.stderr
+    assert "keeps 14 days" in both.stdout and both.stdout.endswith(
+        f"deleted 1 trace(s): 10 spans, 1 requests, 0 outcomes from {store}\n"), both.stdout
+    assert "spans" in ttls(tmp_path / "e")
+    gone = midtrace("export", "--store", store, "--trace-id", sharing)
+    assert gone.returncode == 1, gone.stdout

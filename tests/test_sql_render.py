@@ -91,6 +91,8 @@ def renderings(path: str) -> Iterator[tuple[str, str]]:
         "group_keys": list(reads.GROUP_KEYS), "query": "SELECT 1 AS week", "database": "memory",
         "target": "texts", "columns": ["text_hash", "text"], "source": "_rows", "days": 30,
         "scoped_tables": clickhouse.SCOPED_TABLES, "name": "requests",
+        "partitions": {"spans": ["20261109"], "derivations": ["20261108", "20261109"]},
+        "tables": ["texts", "chunk_texts"],
         "engine": "clickhouse" if clickhouse_only(path) else sqlfiles.ENGINE}
     scoped = path.startswith("views/") or "scope" in sqlfiles.placeholders(path)
     for scope in (sqlfiles.SCOPES if scoped else ("all",)):

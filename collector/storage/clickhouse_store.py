@@ -39,6 +39,7 @@ import pyarrow as pa
 from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage import clickhouse
+from midtrace.collector.storage.clickhouse_erase import ErasureWatch
 from midtrace.collector.storage.database import StoreError
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import STORED_SPAN_COLUMNS, SpanEncoder, span_from_row
@@ -126,6 +127,7 @@ class ClickHouseStore:
         self.outcome_ids = OutcomeIds()
         self._content_hash = TextHashes(content_hash)
         self._chunk_texts_stored: set[str] = set()
+        self._erasures = ErasureWatch()
 
     @classmethod
     def open(cls, url: ClickHouseURL, keep_text: bool = True,
@@ -139,6 +141,7 @@ class ClickHouseStore:
 
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
         """Store the jobs' spans and outcomes and derive the traces they touch."""
+        self._forget_erased_texts()
         received_at = datetime.now(UTC)
         jobs = list(jobs)
         new_spans, api_outcomes = gathered(job for job in jobs if not job.stored)
@@ -166,12 +169,14 @@ class ClickHouseStore:
         """Insert the spans of these exports, not yet derived: what a collector acknowledges
         (collector/storage/appender.py, SharedAppender). ``write`` with jobs marked ``stored``
         derives them; if nothing does, ``recover`` will."""
+        self._forget_erased_texts()
         new_spans, _ = gathered(WriteJob(spans=spans) for spans in exports)
         if new_spans:
             self._insert_spans(new_spans, datetime.now(UTC))
 
     def rederive(self, trace_ids: Sequence[str]) -> WriteStats:
         """Normalize the given stored traces again and insert their rows as a new version."""
+        self._forget_erased_texts()
         stats = WriteStats()
         ids = sorted(set(trace_ids))
         rows = Rows(hashes=self._content_hash)
@@ -180,6 +185,14 @@ class ClickHouseStore:
         self._insert_rows(rows, derivations)
         self.refresh_evidence(ids)
         return stats
+
+    def _forget_erased_texts(self) -> None:
+        """Forget which texts this writer stored if traces were erased since (prune --trace-id,
+        clickhouse_erase.py): their texts may be gone, and must be inserted again."""
+        with self._encoder_lock:  # the intake thread and the writer thread both ask
+            if self._erasures.erased_since(self.conn):
+                self.encoder.forget()
+                self._chunk_texts_stored.clear()
 
     def recover(self, batch: int = 1_000) -> WriteStats:
         """Derive every trace whose stored spans its newest derivation has not all read (queries/

@@ -65,13 +65,16 @@ def rebuild(db: Path) -> None:
 
 @click.command(cls=StoreCommand)
 @store_option(clickhouse=True, help=WRITE_ANY_STORE_HELP + " On ClickHouse, --older-than sets "
-              "a retention (a TTL in whole days) instead.")
+              "a retention (a TTL in whole days) instead, and --trace-id erases by mutations "
+              "that rewrite the parts holding the traces' rows.")
 @click.option("--older-than", envvar="MIDTRACE_OLDER_THAN", show_envvar=True, default=None,
               help="Delete traces whose newest span ended longer ago than this: 30d, 12h, 2w.")
 @trace_id_option
 @click.option("--compact/--no-compact", envvar="MIDTRACE_COMPACT", show_envvar=True, default=True,
               help="Rewrite the file afterwards so deleted text leaves no bytes on disk; also "
-                   "done when an earlier prune's rewrite was skipped or cut short.")
+                   "done when an earlier prune's rewrite was skipped or cut short. On chdb: wait "
+                   "until the parts the deletion replaced have left the disk (about 30 s); a "
+                   "ClickHouse server removes them itself.")
 def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact: bool) -> None:
     """Delete whole traces (spans, derived rows, outcomes, orphaned texts) by age or id."""
     from midtrace.collector.storage.retention import check_trace_id, compaction_pending, parse_age
@@ -87,7 +90,7 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
     if isinstance(db, ClickHouseURL):
-        _retain(db, age, trace_ids)
+        _retain(db, age, trace_ids, compact)
         return
     store = open_store(db)
     try:
@@ -102,23 +105,37 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
                + (" (file compacted)" if compact else ""))
 
 
-def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...]) -> None:
+def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...],
+            compact: bool) -> None:
     """``prune`` on ClickHouse: keep ``age`` of rows from now on, as a TTL on every
-    day-partitioned table (docs/clickhouse.md, "Retention")."""
+    day-partitioned table (docs/clickhouse.md, "Retention"), and erase the traces
+    ``trace_ids`` now (collector/storage/clickhouse_erase.py; "Erasing traces"). On chdb,
+    ``compact`` waits until the parts the erase replaced have left the disk: the process
+    holding the folder removes them, and this one is about to end."""
     from midtrace.collector.storage import clickhouse
+    from midtrace.collector.storage.clickhouse_erase import erase, wait_for_replaced_parts
 
-    if trace_ids:
-        fail("erasing chosen traces from a ClickHouse store is not supported yet; "
-             "--older-than sets its retention", EXIT_USAGE)
-    assert age is not None
-    days, rest = divmod(age, timedelta(days=1))
-    if rest or days < 1:
-        fail(f"a ClickHouse store keeps whole days: give --older-than in days or weeks (30d, "
-             f"2w), not {age}", EXIT_USAGE)
+    days = None
+    if age is not None:
+        days, rest = divmod(age, timedelta(days=1))
+        if rest or days < 1:
+            fail(f"a ClickHouse store keeps whole days: give --older-than in days or weeks "
+                 f"(30d, 2w), not {age}", EXIT_USAGE)
     open_store(url).close()  # its tables brought up to date first
-    clickhouse.set_retention(clickhouse.connect(url), days)
-    click.echo(f"{url} keeps {days} days from now on: ClickHouse drops older rows as it "
-               "merges their parts (a TTL on every day-partitioned table)")
+    conn = clickhouse.connect(url)
+    if days is not None:
+        clickhouse.set_retention(conn, days)
+        click.echo(f"{url} keeps {days} days from now on: ClickHouse drops older rows as it "
+                   "merges their parts (a TTL on every day-partitioned table)")
+    if trace_ids:
+        report = erase(conn, trace_ids)
+        removed = ""
+        if compact and url.scheme == "chdb":
+            removed = (" (replaced parts removed)" if wait_for_replaced_parts(conn) else
+                       " (replaced parts not yet removed: the next process holding the folder "
+                       "removes them)")
+        click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
+                   f"requests, {report.outcomes} outcomes from {url}{removed}")
 
 
 @click.command(cls=StoreCommand)
