@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage import clickhouse
@@ -79,7 +80,9 @@ def copy_tables(db: Path, url: ClickHouseURL, work: Path) -> clickhouse.Connecti
                 extra |= {c: sql for c, sql in _VERSION_COLUMNS.items()
                           if c in target_columns and c not in names}
             selected = ", ".join([*names, *(f"{sql} AS {c}" for c, sql in extra.items())])
-            duck.execute(f"COPY (SELECT {selected} FROM {table} t) TO '{parquet}' (FORMAT parquet)")
+            # written by pyarrow, not DuckDB's COPY: a connection to the same file elsewhere in
+            # this process (midtrace's read client) may have turned DuckDB's file access off
+            pq.write_table(duck.sql(f"SELECT {selected} FROM {table} t").to_arrow_table(), parquet)
             columns = ", ".join([*names, *extra])
             conn.command(f"TRUNCATE TABLE {target}")  # settings holds its defaults
             conn.command(f"INSERT INTO {target} ({columns}) "
