@@ -53,18 +53,28 @@ def fresh_database(db: Path | ClickHouseURL, owned: bool) -> None:
     deleted, and a ClickHouse server's database that already holds midtrace's tables is
     refused, never dropped.
     """
-    if isinstance(db, ClickHouseURL):
-        if db.scheme == "chdb":
+    if isinstance(db, ClickHouseURL) and db.scheme != "chdb":
+        _empty_database(db)
+        return
+    where = db.path if isinstance(db, ClickHouseURL) else db
+    try:
+        if isinstance(db, ClickHouseURL):
             _fresh_folder(db, owned)
         else:
-            _empty_database(db)
-        return
+            _fresh_file(db, owned)
+    except OSError as e:  # a parent that is a file, a folder it may not write
+        why = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
+        raise DemoError(f"cannot make room for the demo's store at {where} ({why}); name a "
+                        "place you can write with --store") from None
+
+
+def _fresh_file(db: Path, owned: bool) -> None:
     if not db.exists():
         db.parent.mkdir(parents=True, exist_ok=True)
         return
     if not owned:
         raise DemoError(f"{db} already exists; the demo builds a fresh database, so name a "
-                        "new file with --db (or delete this one)")
+                        "new file with --store (or delete this one)")
     for path in (db, db.with_name(db.name + ".wal")):
         path.unlink(missing_ok=True)
 

@@ -100,6 +100,20 @@ def test_demo_never_deletes_a_file_the_user_named(tmp_path: Path) -> None:
     assert precious.read_bytes() == b"not yours"
 
 
+@pytest.mark.parametrize("kind", ["duckdb", "chdb"])
+def test_demo_where_no_store_can_be_made_says_so_in_one_line(tmp_path: Path, kind: str) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file, not a folder")
+    store = blocker / "demo.duckdb" if kind == "duckdb" else f"chdb://{blocker}/store"
+    run = subprocess.run([sys.executable, "-m", "midtrace", "demo", "--store", str(store),
+                          "--http-port", "0", "--grpc-port", "0", "--port", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert f"cannot make room for the demo's store at {blocker}" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and "--store" in run.stderr
+    assert blocker.read_text() == "a file, not a folder"
+
+
 def test_demo_never_deletes_a_chdb_folder_the_user_named(tmp_path: Path) -> None:
     folder = tmp_path / "precious"
     folder.mkdir()
