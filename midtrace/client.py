@@ -228,10 +228,7 @@ class ClickHouseClient(_StoreClient):
                             "collector")
 
     def close(self) -> None:
-        # a chdb folder stays open for the process (clickhouse.connect shares it); a server's
-        # client is this one's own
-        if self.url.scheme != "chdb":
-            self.conn.close()
+        self.conn.close()
 
 
 # What a ClickHouse store must hold for every read: the tables the reads join and the views.

@@ -101,8 +101,7 @@ def _empty_database(url: ClickHouseURL) -> None:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise StoreError(f"cannot read {url}: {first}") from None
     finally:
-        if url.scheme != "chdb":  # a chdb folder's connection is the process's (connect)
-            conn.close()
+        conn.close()
     held = [name for name in CLICKHOUSE_MARKS if name in tables]
     if held:
         raise DemoError(f"{url} already holds a midtrace store (its table {held[0]}); the "
@@ -127,14 +126,10 @@ def _load(db: Path | ClickHouseURL, keep_text: bool,
         from midtrace.collector.storage.clickhouse_store import ClickHouseStore
 
         store = ClickHouseStore.open(db, keep_text=keep_text)
-        try:
-            return ingest_files(store, sample_files(), progress=progress)
-        finally:
-            if db.scheme != "chdb":
-                store.conn.close()  # a server's connection is this load's own
-    from midtrace.collector.storage.store import Store
+    else:
+        from midtrace.collector.storage.store import Store
 
-    store = Store.open(db, keep_text=keep_text)
+        store = Store.open(db, keep_text=keep_text)
     try:
         return ingest_files(store, sample_files(), progress=progress)
     finally:

@@ -55,7 +55,10 @@ class Connection:
             self.client.insert_arrow(table, data)
 
     def close(self) -> None:
-        self.client.close()
+        """Release a server's client, which is this connection's own. chdb's is the process's
+        one connection to its folder, which every ``connect`` returns: it stays open."""
+        if self.url.scheme != "chdb":
+            self.client.close()
 
 
 _chdb_lock = threading.Lock()

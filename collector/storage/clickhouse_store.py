@@ -137,7 +137,7 @@ class ClickHouseStore:
         return cls(clickhouse.connect(url), keep_text=keep_text, prices=prices)
 
     def close(self) -> None:
-        """Nothing to release: the connection is shared (clickhouse.connect)."""
+        self.conn.close()
 
     def write(self, jobs: Iterable[WriteJob]) -> WriteStats:
         """Store the jobs' spans and outcomes and derive the traces they touch."""

@@ -95,10 +95,6 @@ class StoreSink:
 
     def close(self) -> None:
         self._store.close()
-        # a ClickHouse server's connection is this sink's own; a chdb folder's stays open
-        # for the process, shared with whatever reads it next (clickhouse.connect)
-        if isinstance(self.path, ClickHouseURL) and self.path.scheme != "chdb":
-            self._store.conn.close()
 
 
 class _TrialIds(IdGenerator):
