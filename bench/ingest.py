@@ -503,7 +503,9 @@ def profile(run: str, n: int, seed: int, workdir: Path) -> None:
     elapsed = time.perf_counter() - started
     store.close()
     print(f"{n / elapsed:.0f} requests/s in-process (one thread, no HTTP)")
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(30)
+    stats.sort_stats("tottime").print_stats(30)
 
 
 def main() -> None:

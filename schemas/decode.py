@@ -155,7 +155,21 @@ def decode_outcome(attrs: Mapping[str, Any]) -> Outcome | None:
 def decode_record(attrs: Mapping[str, Any]) -> RagRecord:
     """Read one span's midtrace attributes; raise InvalidAttributes on any contract breach."""
     chunks, placements = _decode_chunks(attrs)
-    return RagRecord(
+    return RagRecord(**_record_fields(attrs), chunks=chunks, placements=placements,
+                     outcome=decode_outcome(attrs), prompt_sections=_decode_sections(attrs))
+
+
+def check_record(attrs: Mapping[str, Any]) -> None:
+    """Every check ``decode_record`` makes, in the same order, without building the record:
+    what intake runs when a derive worker decodes the span again from the export's bytes."""
+    _decode_chunks(attrs, build=False)
+    _record_fields(attrs)
+    decode_outcome(attrs)
+    _decode_sections(attrs)
+
+
+def _record_fields(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(
         question=_scalar(attrs, c.QUESTION),
         answer=_scalar(attrs, c.ANSWER),
         model=_scalar(attrs, c.MODEL),
@@ -176,10 +190,6 @@ def decode_record(attrs: Mapping[str, Any]) -> RagRecord:
         latency_ms=_scalar(attrs, c.LATENCY_MS),
         cost_usd=_scalar(attrs, c.COST_USD),
         verifier_result=_scalar(attrs, c.VERIFIER_RESULT),
-        chunks=chunks,
-        placements=placements,
-        outcome=decode_outcome(attrs),
-        prompt_sections=_decode_sections(attrs),
     )
 
 
@@ -204,15 +214,26 @@ def _decode_sections(attrs: Mapping[str, Any]) -> tuple[PromptSection, ...] | No
     return tuple(out)
 
 
-def _offset(key: str, i: int, v: int | None, sentinel: int = -1) -> int | None:
-    if v is None or v == sentinel:
-        return None
-    if v < 0:
-        raise InvalidAttributes(f"{key}[{i}] must not be negative, got {v}")
-    return v
+def _offsets(key: str, col: list[int | None]) -> list[int | None]:
+    """An offset or position column with -1 (none) read as None; a negative is refused."""
+    for i, v in enumerate(col):
+        if v is not None and v < 0 and v != -1:
+            raise InvalidAttributes(f"{key}[{i}] must not be negative, got {v}")
+    return [None if v is None or v == -1 else v for v in col]
 
 
-def _decode_chunks(attrs: Mapping[str, Any]) -> tuple[tuple[Chunk, ...], tuple[Placement, ...]]:
+def _ranks(key: str, col: list[int | None]) -> list[int | None]:
+    """A rank column with 0 (none) read as None; ranks are 1-based."""
+    for i, v in enumerate(col):
+        if v is not None and v < 0:
+            raise InvalidAttributes(f"{key}[{i}] must be a 1-based rank, got {v}")
+    return [v or None for v in col]
+
+
+def _decode_chunks(attrs: Mapping[str, Any], build: bool = True,
+                   ) -> tuple[tuple[Chunk, ...], tuple[Placement, ...]]:
+    """The chunks and their placements; with ``build=False`` only the checks (nothing built,
+    ``((), ())`` returned)."""
     ids = _array(attrs, c.CHUNK_IDS)
     if ids is None:
         for a in c.CHUNK_ATTRS:
@@ -233,20 +254,28 @@ def _decode_chunks(attrs: Mapping[str, Any]) -> tuple[tuple[Chunk, ...], tuple[P
     for i, cid in enumerate(ids):
         if not cid:
             raise InvalidAttributes(f"{c.CHUNK_IDS}[{i}] is empty: every chunk needs an id")
+    prompt_indices = _offsets(c.CHUNK_PROMPT_INDICES, cols[c.CHUNK_PROMPT_INDICES])
+    token_starts = _offsets(c.CHUNK_TOKEN_STARTS, cols[c.CHUNK_TOKEN_STARTS])
+    token_ends = _offsets(c.CHUNK_TOKEN_ENDS, cols[c.CHUNK_TOKEN_ENDS])
+    char_starts = _offsets(c.CHUNK_CHAR_STARTS, cols[c.CHUNK_CHAR_STARTS])
+    char_ends = _offsets(c.CHUNK_CHAR_ENDS, cols[c.CHUNK_CHAR_ENDS])
+    source_positions = _offsets(c.CHUNK_SOURCE_POSITIONS, cols[c.CHUNK_SOURCE_POSITIONS])
+    retrieval_ranks = _ranks(c.CHUNK_RETRIEVAL_RANKS, cols[c.CHUNK_RETRIEVAL_RANKS])
+    rerank_ranks = _ranks(c.CHUNK_RERANK_RANKS, cols[c.CHUNK_RERANK_RANKS])
+    stages, reasons = cols[c.CHUNK_STAGES], cols[c.CHUNK_DROP_REASONS]
+    updated = cols[c.CHUNK_UPDATED_DATES]
 
-    chunks: dict[str, Chunk] = {}
+    stage_of: dict[str, str] = {}
+    chunks: list[Chunk] = []
     raw_placements: list[tuple[int | None, int, str, int | None, int | None, int | None, int | None]] = []
     for i, cid in enumerate(ids):
-        stage = cols[c.CHUNK_STAGES][i]
-        prompt_index = _offset(c.CHUNK_PROMPT_INDICES, i, cols[c.CHUNK_PROMPT_INDICES][i])
-        ts = _offset(c.CHUNK_TOKEN_STARTS, i, cols[c.CHUNK_TOKEN_STARTS][i])
-        te = _offset(c.CHUNK_TOKEN_ENDS, i, cols[c.CHUNK_TOKEN_ENDS][i])
-        cs = _offset(c.CHUNK_CHAR_STARTS, i, cols[c.CHUNK_CHAR_STARTS][i])
-        ce = _offset(c.CHUNK_CHAR_ENDS, i, cols[c.CHUNK_CHAR_ENDS][i])
+        stage = stages[i]
+        prompt_index, ts, te, cs, ce = (prompt_indices[i], token_starts[i], token_ends[i],
+                                        char_starts[i], char_ends[i])
         placed = prompt_index is not None or ts is not None or cs is not None
         if stage is None:
             stage = "in_prompt" if placed else "retrieved"
-        if stage not in STAGES:
+        elif stage not in STAGES:
             raise InvalidAttributes(
                 f"{c.CHUNK_STAGES}[{i}] is {stage!r}; allowed: {', '.join(STAGES)}")
         if placed and stage != "in_prompt":
@@ -258,47 +287,43 @@ def _decode_chunks(attrs: Mapping[str, Any]) -> tuple[tuple[Chunk, ...], tuple[P
                                         f"must be sent together ({name})")
             if start is not None and end is not None and end < start:
                 raise InvalidAttributes(f"{name}[{i}] = {end} is before its start {start}")
-        reason = cols[c.CHUNK_DROP_REASONS][i]
-        if reason is not None and reason not in DROP_REASONS:
-            raise InvalidAttributes(
-                f"{c.CHUNK_DROP_REASONS}[{i}] is {reason!r}; allowed: {', '.join(DROP_REASONS)}")
-        if reason is not None and stage != "dropped":
-            raise InvalidAttributes(f"chunk {cid!r} has a drop reason but stage {stage!r}")
+        reason = reasons[i]
+        if reason is not None:
+            if reason not in DROP_REASONS:
+                raise InvalidAttributes(f"{c.CHUNK_DROP_REASONS}[{i}] is {reason!r}; "
+                                        f"allowed: {', '.join(DROP_REASONS)}")
+            if stage != "dropped":
+                raise InvalidAttributes(f"chunk {cid!r} has a drop reason but stage {stage!r}")
         if stage == "in_prompt":
             raw_placements.append((prompt_index, i, cid, ts, te, cs, ce))
-        if cid in chunks:
-            if stage != "in_prompt" or chunks[cid].stage != "in_prompt":
+        if cid in stage_of:
+            if stage != "in_prompt" or stage_of[cid] != "in_prompt":
                 raise InvalidAttributes(
                     f"chunk id {cid!r} appears twice in {c.CHUNK_IDS}; an id may repeat only "
                     "for a second placement of the chunk in the prompt")
             continue
-        chunks[cid] = Chunk(
-            id=cid, stage=stage, drop_reason=reason,
-            source_id=cols[c.CHUNK_SOURCE_IDS][i],
-            source_position=_offset(c.CHUNK_SOURCE_POSITIONS, i, cols[c.CHUNK_SOURCE_POSITIONS][i]),
-            retrieval_rank=_rank(c.CHUNK_RETRIEVAL_RANKS, i, cols[c.CHUNK_RETRIEVAL_RANKS][i]),
-            retrieval_score=cols[c.CHUNK_RETRIEVAL_SCORES][i],
-            rerank_rank=_rank(c.CHUNK_RERANK_RANKS, i, cols[c.CHUNK_RERANK_RANKS][i]),
-            rerank_score=cols[c.CHUNK_RERANK_SCORES][i],
-            label=cols[c.CHUNK_LABELS][i],
-            authority=cols[c.CHUNK_AUTHORITIES][i],
-            updated=_parse_date(c.CHUNK_UPDATED_DATES, i, cols[c.CHUNK_UPDATED_DATES][i]),
-            decisive=cols[c.CHUNK_DECISIVE][i],
-            cited=cols[c.CHUNK_CITED][i],
-            text=cols[c.CHUNK_TEXTS][i],
-        )
-    return tuple(chunks.values()), _order_placements(raw_placements)
+        stage_of[cid] = stage
+        day = None if updated[i] is None else _parse_date(c.CHUNK_UPDATED_DATES, i, updated[i])
+        if build:
+            chunks.append(Chunk(
+                id=cid, stage=stage, drop_reason=reason,
+                source_id=cols[c.CHUNK_SOURCE_IDS][i],
+                source_position=source_positions[i],
+                retrieval_rank=retrieval_ranks[i],
+                retrieval_score=cols[c.CHUNK_RETRIEVAL_SCORES][i],
+                rerank_rank=rerank_ranks[i],
+                rerank_score=cols[c.CHUNK_RERANK_SCORES][i],
+                label=cols[c.CHUNK_LABELS][i],
+                authority=cols[c.CHUNK_AUTHORITIES][i],
+                updated=day,
+                decisive=cols[c.CHUNK_DECISIVE][i],
+                cited=cols[c.CHUNK_CITED][i],
+                text=cols[c.CHUNK_TEXTS][i],
+            ))
+    return tuple(chunks), _order_placements(raw_placements, build)
 
 
-def _rank(key: str, i: int, v: int | None) -> int | None:
-    if v is None or v == 0:
-        return None
-    if v < 0:
-        raise InvalidAttributes(f"{key}[{i}] must be a 1-based rank, got {v}")
-    return v
-
-
-def _order_placements(raw: list[tuple[Any, ...]]) -> tuple[Placement, ...]:
+def _order_placements(raw: list[tuple[Any, ...]], build: bool = True) -> tuple[Placement, ...]:
     with_index = [r for r in raw if r[0] is not None]
     if with_index and len(with_index) != len(raw):
         raise InvalidAttributes(
@@ -310,23 +335,24 @@ def _order_placements(raw: list[tuple[Any, ...]]) -> tuple[Placement, ...]:
             raise InvalidAttributes(f"{c.CHUNK_PROMPT_INDICES} has a repeated index")
     elif any(r[3] is not None for r in raw):
         raw = sorted(raw, key=lambda r: (r[3] if r[3] is not None else -1, r[1]))
-    placements = tuple(
+    _check_overlap(raw)
+    if not build:
+        return ()
+    return tuple(
         Placement(chunk_id=r[2], prompt_index=k, token_start=r[3], token_end=r[4],
                   char_start=r[5], char_end=r[6])
         for k, r in enumerate(raw))
-    _check_overlap(placements)
-    return placements
 
 
-def _check_overlap(placements: Sequence[Placement]) -> None:
-    for attr, start, end in (("token", "token_start", "token_end"), ("char", "char_start", "char_end")):
-        spans = [(getattr(p, start), getattr(p, end), p) for p in placements
-                 if getattr(p, start) is not None]
-        for (s1, e1, p1), (s2, e2, p2) in zip(spans, spans[1:]):
+def _check_overlap(raw: Sequence[tuple[Any, ...]]) -> None:
+    """In prompt order, no placement may start before the one before it ends."""
+    for attr, start, end in (("token", 3, 4), ("char", 5, 6)):
+        spans = [(r[start], r[end], r[2]) for r in raw if r[start] is not None]
+        for (s1, e1, id1), (s2, e2, id2) in zip(spans, spans[1:]):
             if s2 < e1:
                 raise InvalidAttributes(
-                    f"{attr} offsets overlap: chunk {p1.chunk_id!r} [{s1}, {e1}) and chunk "
-                    f"{p2.chunk_id!r} [{s2}, {e2}) in prompt order")
+                    f"{attr} offsets overlap: chunk {id1!r} [{s1}, {e1}) and chunk "
+                    f"{id2!r} [{s2}, {e2}) in prompt order")
 
 
 def estimate_tokens(record: RagRecord) -> tuple[RagRecord, bool]:

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from midtrace.schemas import conventions as c
 from midtrace.collector.intake import otlp
 from midtrace.schemas.chunk_hash import content_hash
-from midtrace.schemas.decode import InvalidAttributes, decode_record, decode_trace
+from midtrace.schemas.decode import InvalidAttributes, check_record, decode_record, decode_trace
 from midtrace.schemas.encode import record_request, request_attributes
 from midtrace.schemas.model import DROP_REASONS, Chunk, Outcome, Placement, RagRecord
 
@@ -41,6 +41,8 @@ def round_trip(record: RagRecord) -> list[RagRecord]:
     for parsed in (otlp.parse_protobuf(export.SerializeToString()),
                    otlp.parse_json(otlp.request_to_json(export))):
         spans = [s for s, _ in otlp.spans_of(parsed)]
+        for s in spans:  # intake's check without decoding passes what decodes
+            assert check_record(s.attributes) is None
         decoded = decode_trace(spans)
         assert decoded is not None and decoded.service == "svc"
         out.append(decoded.record)
@@ -149,6 +151,18 @@ def test_bad_attributes_are_refused_with_a_message_naming_them(name: str, attrs:
     with pytest.raises(InvalidAttributes, match=None) as err:
         decode_record(attrs)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("name,attrs,message", BAD_ATTRIBUTES, ids=[b[0] for b in BAD_ATTRIBUTES])
+def test_checking_without_decoding_refuses_the_same_attributes_with_the_same_message(
+        name: str, attrs: dict[str, Any], message: str) -> None:
+    """Intake checks spans that a derive worker decodes again (check_record): it must refuse
+    exactly what decoding refuses, or a span would be acknowledged and then fail."""
+    with pytest.raises(InvalidAttributes) as decoded:
+        decode_record(attrs)
+    with pytest.raises(InvalidAttributes) as checked:
+        check_record(attrs)
+    assert str(checked.value) == str(decoded.value)
 
 
 def test_char_offsets_are_scaled_to_tokens_and_marked_estimated() -> None:

@@ -10,6 +10,7 @@ out the same, ids and arrival times aside.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import itertools
 import subprocess
@@ -83,8 +84,22 @@ def split_exports() -> tuple[list[list[SpanRecord]], list[list[SpanRecord]]]:
     return first, second
 
 
+def as_job(spans: list[SpanRecord], given: str, export_id: int) -> WriteJob:
+    """The export as intake hands it to the writer: its raw bytes (a protobuf export), or
+    the spans it decoded (OTLP/JSON, ``--no-text``), checked without keeping records."""
+    if given == "raw":
+        return WriteJob(raw=RawExport(records_to_request(spans).SerializeToString(), PROTOBUF),
+                        count=len(spans), export_id=export_id)
+    checked = check_spans([(dataclasses.replace(s, record=None), None) for s in spans],
+                          keep_records=False)
+    assert all(s.record is None for s in checked.accepted)
+    return WriteJob(spans=checked.accepted, count=len(spans), export_id=export_id)
+
+
+@pytest.mark.parametrize("given", ["raw", "spans"])
 def test_workers_derive_what_the_writer_thread_derives(
-        tmp_path: Path, split_exports: tuple[list[list[SpanRecord]], list[list[SpanRecord]]]) -> None:
+        tmp_path: Path, split_exports: tuple[list[list[SpanRecord]], list[list[SpanRecord]]],
+        given: str) -> None:
     first, second = split_exports
     in_thread = tmp_path / "thread.duckdb"
     store = Store.open(in_thread)
@@ -96,9 +111,8 @@ def test_workers_derive_what_the_writer_thread_derives(
     writer = Writer(Store.open(in_workers), pool=DerivePool(1)).start()
     export_id = itertools.count(1)
     for part in (first, second):  # the second half only once the first is stored
-        futures = [writer.submit(WriteJob(
-            raw=RawExport(records_to_request(spans).SerializeToString(), PROTOBUF),
-            count=len(spans), export_id=next(export_id))) for spans in part if spans]
+        futures = [writer.submit(as_job(spans, given, next(export_id)))
+                   for spans in part if spans]
         stats = [f.result(120) for f in futures]
         assert not any(s.normalize_errors for s in stats)
     assert writer.counters.failed_jobs == 0

@@ -96,15 +96,19 @@ def test_a_backlog_of_large_exports_is_refused_by_its_bytes(tmp_path: Path) -> N
     assert rows(tmp_path / "bytes.duckdb", "SELECT count(*) FROM requests") == [(3,)]
 
 
-def test_a_mixed_group_is_cut_in_order_into_runs_a_worker_can_take_or_not() -> None:
+def test_a_mixed_group_is_cut_in_order_into_runs_by_what_a_worker_derives_them_from() -> None:
     from midtrace.collector.storage.intake_log import RawExport
-    from midtrace.collector.storage.writer import _runs, _workable
+    from midtrace.collector.storage.writer import _runs, _worker_input
+    from midtrace.schemas.model import Outcome
 
     raw = RawExport(b"x", "application/x-protobuf")
     decoded = jobs(1, "own")[0]
     kinds = [WriteJob(raw=raw, count=1, export_id=1), WriteJob(raw=raw, count=1, export_id=2),
              WriteJob(spans=decoded.spans, raw=raw, export_id=3),
-             WriteJob(raw=raw, count=1, export_id=4)]
-    runs = _runs([(job, None) for job in kinds], _workable)  # type: ignore[misc]
-    assert [[job.export_id for job, _ in run] for run in runs] == [[1, 2], [3], [4]]
-    assert [_workable(run[0][0]) for run in runs] == [True, False, True]
+             WriteJob(spans=decoded.spans, raw=raw, export_id=4),
+             WriteJob(outcomes=[Outcome(correct=True, trace_id="a" * 32)]),
+             WriteJob(spans=decoded.spans, export_id=5, stored=True),
+             WriteJob(raw=raw, count=1, export_id=6), WriteJob()]
+    runs = _runs([(job, None) for job in kinds], _worker_input)  # type: ignore[misc]
+    assert [[job.export_id for job, _ in run] for run in runs] == [[1, 2], [3, 4], [None, 5], [6], [None]]
+    assert [_worker_input(run[0][0]) for run in runs] == ["raw", "spans", None, "raw", None]

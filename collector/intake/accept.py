@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from midtrace.collector.intake.otlp import has_prefixed_attribute, records_to_request, spans_of
+from midtrace.collector.intake.otlp import records_to_request, spans_of
 from midtrace.collector.receive.bodies import (
     PROTOBUF, REDACTED_PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans)
 from midtrace.collector.receive.forward import Batch, Forwarder
@@ -72,21 +72,22 @@ class Intake:
         Raises QueueFull (answer 503 / UNAVAILABLE) before anything is stored, and the
         intake log's error when its commit fails.
         """
-        # An export without midtrace's own attributes (zero-code instrumentation) is derived
-        # by a worker from its raw bytes: its checks read no attribute value here. One with
-        # them is decoded here for the contract's checks, and derived from the spans in hand
-        # (a worker would decode it again: bench/ingest.py, own conventions).
-        light = (self.keep_text and self.appender.derives_raw
-                 and isinstance(export, ExportTraceServiceRequest)
-                 and not has_prefixed_attribute(export, PREFIX))
-        check = check_spans(spans_of(export, PREFIX) if light else export)
+        # With derive workers, a protobuf export is derived by a worker from its raw bytes:
+        # intake reads only what its checks need (midtrace's own attributes, which it checks
+        # without building records) and hands the writer no spans. Otherwise (no workers, an
+        # OTLP/JSON export, ``--no-text``) intake's spans are what is derived; a worker given
+        # them decodes midtrace's attributes itself, so intake keeps no records for it.
+        workers = self.appender.derives_raw
+        raw_only = self.keep_text and workers and isinstance(export, ExportTraceServiceRequest)
+        check = check_spans(spans_of(export, PREFIX) if raw_only else export,
+                            keep_records=not workers)
         c = self.counters
         c.exports += 1
         c.spans_refused += len(check.rejected)
         if check.accepted:
             raw = (RawExport(batch.body, batch.content_type, batch.content_encoding)
                    if self.keep_text else redacted_export(check.accepted))
-            fut = await self._admit(raw, () if light else check.accepted, len(check.accepted))
+            fut = await self._admit(raw, () if raw_only else check.accepted, len(check.accepted))
             await asyncio.wrap_future(fut)
             c.spans_accepted += len(check.accepted)
             self._count_cut(check.accepted)

@@ -157,13 +157,6 @@ def iter_json_lines(text: str) -> Iterator[tuple[int, ExportTraceServiceRequest 
             yield number, PayloadError(f"line {number}: {e}")
 
 
-def has_prefixed_attribute(request: ExportTraceServiceRequest, prefix: str) -> bool:
-    """Whether any span of the request has an attribute whose key starts with ``prefix``
-    (keys only: no value is decoded)."""
-    return any(kv.key.startswith(prefix) for rs in request.resource_spans
-               for ss in rs.scope_spans for span in ss.spans for kv in span.attributes)
-
-
 def spans_of(request: ExportTraceServiceRequest, prefix: str | None = None,
              ) -> Iterator[tuple[SpanRecord | None, str | None]]:
     """Flatten a request into span records.

@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from midtrace.collector.intake.genai_events import (
     LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
 from midtrace.schemas.conventions import MAX_INT
-from midtrace.schemas.decode import InvalidAttributes, decode_record, has_midtrace_attributes
+from midtrace.schemas.decode import InvalidAttributes, check_record, decode_record, has_midtrace_attributes
 from midtrace.schemas.model import GRADERS, Outcome
 from midtrace.collector.intake.otlp import (
     PayloadError, SpanRecord, json_spans, load_json, may_hold_lone_surrogates, parse_protobuf,
@@ -141,8 +141,12 @@ def logs_answer(check: SpanCheck) -> ExportLogsServiceResponse:
 
 
 def check_spans(spans: ExportTraceServiceRequest | SpanPairs | Iterable[tuple[SpanRecord | None, str | None]],
-                ) -> SpanCheck:
-    """Split an export's spans into the valid ones and messages for the refused ones."""
+                keep_records: bool = True) -> SpanCheck:
+    """Split an export's spans into the valid ones and messages for the refused ones.
+
+    A span with midtrace's own attributes keeps the record they decode to, so that its
+    normalizer does not decode them again; ``keep_records=False`` only checks them, for spans
+    that a derive worker decodes again in its own process (about half the cost here)."""
     check = SpanCheck()
     pairs = spans_of(spans) if isinstance(spans, ExportTraceServiceRequest) else spans
     for span, error in pairs:
@@ -157,7 +161,10 @@ def check_spans(spans: ExportTraceServiceRequest | SpanPairs | Iterable[tuple[Sp
             continue
         if has_midtrace_attributes(span.attributes):
             try:
-                span.remember_record(decode_record(span.attributes))
+                if keep_records:
+                    span.remember_record(decode_record(span.attributes))
+                else:
+                    check_record(span.attributes)
             except InvalidAttributes as e:
                 check.rejected.append(f"span {span.span_id} of trace {span.trace_id}: {e}")
                 continue

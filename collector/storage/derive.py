@@ -174,6 +174,10 @@ class DerivePool:
     def submit(self, exports: Sequence[RawExport], keep_text: bool) -> Future[Prepared]:
         return self._executor.submit(prepare_exports, list(exports), keep_text)
 
+    def submit_spans(self, spans: Sequence[SpanRecord], keep_text: bool) -> Future[Prepared]:
+        """``prepare`` for spans intake decoded already (with the records it checked)."""
+        return self._executor.submit(prepare, list(spans), keep_text)
+
     def close(self, wait: bool = True) -> None:
         """Stop the workers; ``wait=False`` for a pool a dead worker broke (its executor has
         killed the others already, and waiting on it can hang)."""

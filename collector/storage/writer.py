@@ -12,9 +12,10 @@ With a DerivePool (collector/storage/derive.py) the derive step runs in two thre
 pool's processes: the dispatch thread takes a group of acknowledged exports and hands their
 raw bytes to a worker, which decodes, normalizes and builds the rows; the apply thread
 stores each group's rows in the order the groups were taken (Store.apply). A group that
-holds anything else (outcomes, a ``--no-text`` export, an export intake decoded because it
-carries midtrace's own attributes), or whose worker fails, is derived in the apply thread
-from the spans in hand, as without a pool.
+holds outcomes, or whose worker fails, is derived in the apply thread from the spans in
+hand, as without a pool. An export that intake decoded (it carries midtrace's own
+attributes, or the collector keeps no text) goes to a worker as those spans, not as bytes
+to decode a second time.
 
 A caller may stop waiting (a gRPC deadline passes, a client hangs up) and cancel its Future:
 the job is still committed, its answer dropped. Nothing a caller does can stop the thread;
@@ -67,9 +68,15 @@ MAX_POOL_RESTARTS = 3  # worker pools started again after one died, before givin
 Batch = list[tuple[WriteJob, "Future[WriteStats]"]]
 
 
-def _workable(job: WriteJob) -> bool:
-    """Whether a worker can derive the job: an export in raw bytes, not decoded at intake."""
-    return job.raw is not None and not job.spans and not job.outcomes
+def _worker_input(job: WriteJob) -> str | None:
+    """What a worker derives the job from: the spans intake decoded ("spans": midtrace's own
+    attributes, or a ``--no-text`` export), an export's raw bytes ("raw"), or nothing (None:
+    outcomes, a flush, spans a shared store holds already), when the writer thread derives it."""
+    if job.outcomes or job.stored:
+        return None
+    if job.spans:
+        return "spans"
+    return "raw" if job.raw is not None else None
 
 
 def _runs(batch: Batch, key: Callable[[WriteJob], bool]) -> list[Batch]:
@@ -210,7 +217,7 @@ class Writer:
                 return n_spans < limit
 
             batch, stopping = take_group(self._queue, item, room)
-            for run in _runs(batch, _workable):  # in order: mixed traffic keeps its workers busy
+            for run in _runs(batch, _worker_input):  # in order: mixed traffic keeps its workers busy
                 self._taken.put((run, self._to_worker(run)))
             if stopping:
                 self._taken.put(STOP)
@@ -218,11 +225,13 @@ class Writer:
 
     def _to_worker(self, batch: Batch) -> Future[Prepared] | None:
         """A worker's Future for the group, when a worker can derive all of it."""
-        # Exports whose spans intake decoded (midtrace's own attributes) are derived here from
-        # the spans in hand: a worker would decode them a second time.
-        if self.pool is None or not all(_workable(job) for job, _ in batch):
+        kind = _worker_input(batch[0][0])
+        if self.pool is None or kind is None:
             return None
         try:
+            if kind == "spans":
+                return self.pool.submit_spans([s for job, _ in batch for s in job.spans],
+                                              self.store.keep_text)
             return self.pool.submit([job.raw for job, _ in batch if job.raw is not None],
                                     self.store.keep_text)
         except Exception as e:  # a worker died (killed, out of memory): start them again
