@@ -118,17 +118,18 @@ def span_kind(span: SpanRecord) -> str | None:
 
 # --- documents -------------------------------------------------------------------------------
 
-def _document(row: Mapping[str, Any]) -> Document:
-    def get(name: str) -> Any:
-        value = row.get(f"document.{name}")
-        return row.get(name) if value is None else value
+_DOCUMENT_FIELDS = tuple((f"document.{name}", name) for name in ("content", "id", "score", "metadata"))
 
-    text = get("content")
+
+def _document(row: Mapping[str, Any]) -> Document:
+    """A document's fields, each under ``document.<name>`` or, failing that, ``<name>``."""
+    text, doc_id, score, metadata = (row.get(name) if (v := row.get(key)) is None else v
+                                     for key, name in _DOCUMENT_FIELDS)
     return Document(
         text=text if isinstance(text, str) else None,
-        doc_id=identifier(get("id")),
-        score=number(get("score")),
-        source_id=source_id(json_value(get("metadata"))),
+        doc_id=identifier(doc_id),
+        score=number(score),
+        source_id=None if metadata is None else source_id(json_value(metadata)),
     )
 
 
@@ -382,20 +383,21 @@ def _rankings(retrievers: Sequence[SpanRecord], rerankers: Sequence[SpanRecord],
               by_id: Mapping[str, SpanRecord]) -> tuple[list[Ranking], list[Ranking]]:
     wrapping: dict[str, list[SpanRecord]] = {}
     retriever_ids = {s.span_id for s in retrievers}
+    retrieved = {s.span_id: _retrieved(s) for s in retrievers}
     for s in retrievers:
         # LlamaIndex traces a retriever's retrieve() and the _retrieve() inside it, and only
         # the outer span lists the documents: an inner span without documents is no stage.
-        if not _retrieved(s):
+        if not retrieved[s.span_id]:
             continue
         for a in _ancestors(s, by_id):
             if a.span_id in retriever_ids:
                 wrapping.setdefault(a.span_id, []).append(s)
     retrievals, reranks = [], []
     for s in retrievers:
-        docs = _retrieved(s)
+        docs = retrieved[s.span_id]
         if s.span_id in wrapping:
             inner = tuple(d for r in wrapping[s.span_id] if r.span_id not in wrapping
-                          for _, d in _retrieved(r))
+                          for _, d in retrieved[r.span_id])
             reranks.append(Ranking(s, docs, _query(s.attributes), inner))
         elif docs:  # a tool made a retriever: its query is the model's, not the question
             retrievals.append(Ranking(s, docs, _query(s.attributes),
