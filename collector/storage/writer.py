@@ -58,8 +58,10 @@ class WriterCounters:
 
 
 STORAGE_RETRY_SECONDS = 0.5
-POOL_BATCH_SPANS = 4_000  # spans per worker task: small enough to keep the workers and the
-# apply thread busy at once, large enough to share one commit among many exports
+POOL_BATCH_SPANS = 1_500  # spans per worker task: small enough to keep the workers and the
+# apply thread busy at once and a worker's peak memory low (4,000 spans: about 110 MB more
+# per worker and collector, bench/ingest.py), large enough to share one commit among many
+# exports
 
 MAX_BACKLOG_BYTES = 96 * 1024 * 1024  # raw exports waiting to be derived, at most: what
 # bounds the collector's memory when exports are large (a batch of long prompts is megabytes)
