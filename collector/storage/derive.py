@@ -175,7 +175,8 @@ class DerivePool:
         return self._executor.submit(prepare_exports, list(exports), keep_text)
 
     def submit_spans(self, spans: Sequence[SpanRecord], keep_text: bool) -> Future[Prepared]:
-        """``prepare`` for spans intake decoded already (with the records it checked)."""
+        """``prepare`` for spans intake decoded already (OTLP/JSON, ``--no-text``, GenAI
+        events); a worker decodes their midtrace attributes itself."""
         return self._executor.submit(prepare, list(spans), keep_text)
 
     def close(self, wait: bool = True) -> None:

@@ -13,9 +13,8 @@ pool's processes: the dispatch thread takes a group of acknowledged exports and 
 raw bytes to a worker, which decodes, normalizes and builds the rows; the apply thread
 stores each group's rows in the order the groups were taken (Store.apply). A group that
 holds outcomes, or whose worker fails, is derived in the apply thread from the spans in
-hand, as without a pool. An export that intake decoded (it carries midtrace's own
-attributes, or the collector keeps no text) goes to a worker as those spans, not as bytes
-to decode a second time.
+hand, as without a pool. An export that intake decoded (OTLP/JSON, a ``--no-text`` export,
+GenAI events) goes to a worker as those spans; a protobuf export as its raw bytes.
 
 A caller may stop waiting (a gRPC deadline passes, a client hangs up) and cancel its Future:
 the job is still committed, its answer dropped. Nothing a caller does can stop the thread;
@@ -71,8 +70,8 @@ Batch = list[tuple[WriteJob, "Future[WriteStats]"]]
 
 
 def _worker_input(job: WriteJob) -> str | None:
-    """What a worker derives the job from: the spans intake decoded ("spans": midtrace's own
-    attributes, or a ``--no-text`` export), an export's raw bytes ("raw"), or nothing (None:
+    """What a worker derives the job from: the spans intake decoded ("spans": OTLP/JSON, a
+    ``--no-text`` export, GenAI events), an export's raw bytes ("raw"), or nothing (None:
     outcomes, a flush, spans a shared store holds already), when the writer thread derives it."""
     if job.outcomes or job.stored:
         return None
@@ -81,7 +80,7 @@ def _worker_input(job: WriteJob) -> str | None:
     return "raw" if job.raw is not None else None
 
 
-def _runs(batch: Batch, key: Callable[[WriteJob], bool]) -> list[Batch]:
+def _runs(batch: Batch, key: Callable[[WriteJob], object]) -> list[Batch]:
     """The batch cut, in order, into runs of jobs that agree on ``key``."""
     runs: list[Batch] = []
     for item in batch:
