@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import signal
 import socket
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "1"
 FORWARD_DRAIN_SECONDS = 2.0
+STOP_STACKS_SECONDS = 15.0  # a stop still under way after this prints every thread's stack
+# to stderr, once: what it waits on (a stop commits what is queued and folds the .wal back in,
+# which takes seconds, not this long)
 # google.rpc.Code of the Status body for each HTTP status this server answers with.
 RPC_CODE = {400: 3, 413: 8, 415: 3, 500: 13, 503: 14}  # INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
 
@@ -248,6 +252,7 @@ def run(settings: CollectorSettings) -> None:
             f.close(deadline=deadline)
         appender.close()  # what was acknowledged is in the log; the writer derives the rest
         writer.close()
+        faulthandler.cancel_dump_traceback_later()
         print("midtrace collector stopped", file=sys.stderr, flush=True)
 
 
@@ -292,8 +297,12 @@ async def _serve(app: Starlette, sock: socket.socket, intake: Intake,
         def capture_signals(self) -> Iterator[None]:
             # uvicorn re-raises the signal after serving, which would kill the process
             # before the writer commits what is queued; stop cleanly instead.
+            def stop(sig: int, frame: Any) -> None:
+                faulthandler.dump_traceback_later(STOP_STACKS_SECONDS, exit=False)
+                self.handle_exit(sig, frame)
+
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, self.handle_exit)
+                signal.signal(sig, stop)
             yield
 
     grpc_server, grpc_address = await start_grpc(intake, settings.host, settings.grpc_port,
