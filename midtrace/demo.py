@@ -19,7 +19,6 @@ import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from midtrace.collector.intake.ingest import IngestReport, ingest_files
 from midtrace.collector.settings import ClickHouseURL, SettingsError, parse_store
@@ -121,15 +120,9 @@ def load_samples(db: Path | ClickHouseURL, keep_text: bool = True,
 
 def _load(db: Path | ClickHouseURL, keep_text: bool,
           progress: Callable[[int], None] | None) -> IngestReport:
-    store: Any
-    if isinstance(db, ClickHouseURL):
-        from midtrace.collector.storage.clickhouse_store import ClickHouseStore
+    from midtrace.collector.storage.store import open_writable
 
-        store = ClickHouseStore.open(db, keep_text=keep_text)
-    else:
-        from midtrace.collector.storage.store import Store
-
-        store = Store.open(db, keep_text=keep_text)
+    store = open_writable(db, keep_text=keep_text)
     try:
         return ingest_files(store, sample_files(), progress=progress)
     finally:

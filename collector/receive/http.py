@@ -41,7 +41,7 @@ from midtrace.collector.settings import ClickHouseURL, CollectorSettings, parse_
 from midtrace.collector.storage.appender import Appender, Freshness, SharedAppender
 from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
-from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.storage.store import WriteJob, open_writable
 from midtrace.collector.storage.writer import QueueFull, Writer
 
 log = logging.getLogger(__name__)
@@ -263,17 +263,13 @@ def _open_writer(settings: CollectorSettings) -> Writer:
     after acknowledging them) are derived first, and rows are derived in the writer thread;
     more collectors, not workers, spread the work (docs/clickhouse.md)."""
     target = parse_store(settings.db)
+    store = open_writable(target, keep_text=settings.keep_text, prices=settings.prices)
     if isinstance(target, ClickHouseURL):
-        from midtrace.collector.storage.clickhouse_store import ClickHouseStore
-
-        shared = ClickHouseStore.open(target, keep_text=settings.keep_text,
-                                      prices=settings.prices)
-        recovered = shared.recover().traces
+        recovered = store.recover().traces
         if recovered:
             print(f"midtrace collector derived {recovered} traces a stopped writer left "
                   "underived", file=sys.stderr, flush=True)
-        return Writer(shared, max_queue=settings.queue_size).start()
-    store = Store.open(target, keep_text=settings.keep_text, prices=settings.prices)
+        return Writer(store, max_queue=settings.queue_size).start()
     recovered = recover(store)
     if recovered:
         print(f"midtrace collector derived {recovered} exports left in the intake log",

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from midtrace.collector.normalize.pipeline import normalize_trace
+from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage.database import (
     RESTORE, StoreError, connect, describe, first_line, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
@@ -70,6 +71,18 @@ class WriteStats:
     outcomes: int = 0
     unchanged: int = 0  # machine grades left out as changing nothing (Store._changing)
     normalize_errors: list[str] = field(default_factory=list)
+
+
+def open_writable(target: Path | ClickHouseURL, keep_text: bool = True,
+                  prices: Path | None = None) -> Any:
+    """The store ``target`` names, open for writing: a DuckDB file (Store) or a ClickHouse
+    store (ClickHouseStore), which take the same jobs. Nothing a stop left underived is
+    derived here: callers that read run ``recover`` (commands/options.py, open_store)."""
+    if isinstance(target, ClickHouseURL):
+        from midtrace.collector.storage.clickhouse_store import ClickHouseStore
+
+        return ClickHouseStore.open(target, keep_text=keep_text, prices=prices)
+    return Store.open(target, keep_text=keep_text, prices=prices)
 
 
 def open_read_only(path: str | Path) -> duckdb.DuckDBPyConnection:

@@ -252,25 +252,19 @@ def open_store(db: Path | ClickHouseURL):  # type: ignore[no-untyped-def]
     """Open a store for writing, first deriving what a collector's stop left underived (a
     DuckDB file's intake log; on ClickHouse, traces whose stored spans no derivation has
     read), so every offline command sees every acknowledged export."""
-    from midtrace.collector.storage.store import Store, StoreError
-
-    if isinstance(db, ClickHouseURL):
-        from midtrace.collector.storage.clickhouse_store import ClickHouseStore
-
-        try:
-            shared = ClickHouseStore.open(db)
-        except StoreError as e:
-            fail(str(e), EXIT_SOURCE)
-        recovered = shared.recover().traces
-        if recovered:
-            click.echo(f"derived {recovered} traces a stopped writer left in {db}", err=True)
-        return shared
-    from midtrace.collector.intake.accept import recover
+    from midtrace.collector.storage.store import StoreError, open_writable
 
     try:
-        store = Store.open(db)
+        store = open_writable(db)
     except StoreError as e:
         fail(str(e), EXIT_SOURCE)
+    if isinstance(db, ClickHouseURL):
+        recovered = store.recover().traces
+        if recovered:
+            click.echo(f"derived {recovered} traces a stopped writer left in {db}", err=True)
+        return store
+    from midtrace.collector.intake.accept import recover
+
     recovered = recover(store)
     if recovered:
         click.echo(f"derived {recovered} exports left in the intake log of {db}", err=True)

@@ -65,17 +65,10 @@ class StoreSink:
     DuckDB file, or a ClickHouse store (which collectors may be writing at the same time)."""
 
     def __init__(self, store: Path | ClickHouseURL, prices: Path | None = None) -> None:
-        from midtrace.collector.storage.store import StoreError
+        from midtrace.collector.storage.store import StoreError, open_writable
 
         try:  # the store prices what it holds with this table (docs/metrics.md, "Cost")
-            if isinstance(store, ClickHouseURL):
-                from midtrace.collector.storage.clickhouse_store import ClickHouseStore
-
-                self._store: Any = ClickHouseStore.open(store, prices=prices)
-            else:
-                from midtrace.collector.storage.store import Store
-
-                self._store = Store.open(store, prices=prices)
+            self._store = open_writable(store, prices=prices)
         except StoreError as e:
             raise RecordError(str(e)) from e
         self.path = store
