@@ -13,8 +13,11 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import itertools
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ import pytest
 
 from midtrace.collector.intake.otlp import json_spans, load_json, records_to_request
 from midtrace.collector.receive.bodies import PROTOBUF, check_spans
-from midtrace.collector.storage.derive import DerivePool
+from midtrace.collector.storage.derive import STOP_SECONDS, DerivePool, WorkerGone
 from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import Writer
@@ -145,3 +148,45 @@ def test_workers_do_not_run_the_parents_script_again(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "spans 0" in done.stdout
+
+
+def test_a_worker_killed_at_work_fails_its_task_and_the_pool_stops_quickly() -> None:
+    pool = DerivePool(1)
+    try:
+        [pid] = pool.pids
+        busy = pool._submit(time.sleep, (60,))  # a task that would hold the worker a minute
+        queued = pool.submit([], True)
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)  # as the OOM killer would
+        with pytest.raises(WorkerGone, match="killed by SIGKILL"):
+            busy.result(30)
+        with pytest.raises(WorkerGone):  # what waited behind it is handed back, not lost
+            queued.result(30)
+        with pytest.raises(WorkerGone):  # and the pool takes nothing more
+            pool.submit([], True)
+    finally:
+        started = time.monotonic()
+        pool.close()
+        closing = time.monotonic() - started
+    assert closing < STOP_SECONDS, f"close took {closing:.1f} s"
+
+
+def test_a_worker_that_dies_idle_is_noticed_before_it_is_given_work() -> None:
+    pool = DerivePool(2)
+    try:
+        assert pool.submit([], True).result(60).spans == 0
+        os.kill(pool.pids[1], signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                pool.submit([], True).result(60)
+            except WorkerGone:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the pool still took work 15 s after a worker died")
+    finally:
+        pool.close(wait=False)
+    for pid in pool.pids:
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -18,13 +18,17 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import queue
+import signal
 import sys
 import threading
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -157,29 +161,224 @@ def _without_main_module() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
+class WorkerGone(RuntimeError):
+    """A derive worker exited before it answered (killed, out of memory), or the pool it
+    belonged to was closed."""
+
+
+START_SECONDS = 120.0  # a worker's start (a fresh interpreter and its imports) on a busy machine
+STOP_SECONDS = 10.0  # a worker's own exit once told to stop, before it is killed
+_READY = "ready"
+
+
+def _serve(conn: Connection) -> None:
+    """A worker's life: start, say so, then run each ``(function, args)`` the collector sends
+    and answer with ``(True, result)`` or ``(False, exception)``, until told to stop (None)
+    or the collector's end of the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the
+    _start_worker()                               # collector stops its workers itself
+    conn.send(_READY)
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        function, args = task
+        try:
+            answer = (True, function(*args))
+        except Exception as e:
+            answer = (False, e)
+        try:
+            conn.send(answer)
+        except (EOFError, OSError):
+            return
+        except Exception as e:  # what it made (or raised) does not pickle
+            conn.send((False, RuntimeError(f"a derive worker could not send its answer: {e!r}")))
+
+
+def _exit_of(process: BaseProcess) -> str:
+    process.join(1.0)
+    code = process.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    thread: threading.Thread | None = None
+
+
+_Task = tuple[Future, Callable[..., Prepared], tuple]
+
+
 class DerivePool:
-    """Worker processes that run ``prepare_exports``. Started with ``spawn``: the collector
-    runs threads (and DuckDB's), which a forked child must not inherit."""
+    """Worker processes that run ``prepare_exports`` (or ``prepare``), one task at a time each.
+
+    Started with ``spawn``: the collector runs threads (and DuckDB's), which a forked child
+    must not inherit. Each worker has its own pipe, whose far end only the worker holds, and
+    one thread here that feeds it: when a worker dies (kill -9, the OOM killer), even halfway
+    through sending a result, its thread reads end-of-file at once, fails that task's Future
+    with WorkerGone and marks the pool broken. A broken pool fails what is still queued and
+    refuses new work, so its owner derives those groups itself and starts a new pool; nothing
+    waits forever on a worker that is gone."""
 
     def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"a derive pool needs at least one worker, not {workers}")
         self.workers = workers
-        self._executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start_worker)
-        # Start them all now (the first export should not wait for a worker's imports).
-        with _without_main_module():
-            for f in [self._executor.submit(_warm) for _ in range(workers)]:
-                f.result()
+        self._tasks: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._broken: WorkerGone | None = None
+        self._closed = False
+        context = multiprocessing.get_context("spawn")
+        self._workers: list[_Worker] = []
+        try:
+            with _without_main_module():
+                for _ in range(workers):
+                    ours, theirs = context.Pipe()
+                    process = context.Process(target=_serve, args=(theirs,),
+                                              name="midtrace-derive", daemon=True)
+                    process.start()
+                    theirs.close()  # only the worker holds its end: its death is our EOF
+                    self._workers.append(_Worker(process, ours))
+            for worker in self._workers:  # all started before the first export waits on one
+                if not worker.conn.poll(START_SECONDS):
+                    raise WorkerGone(f"a derive worker did not start within {START_SECONDS:.0f} s")
+                if worker.conn.recv() != _READY:
+                    raise WorkerGone("a derive worker started wrong")
+        except (EOFError, OSError) as e:
+            self._kill()
+            raise WorkerGone(f"a derive worker exited as it started ({e!r})") from e
+        except BaseException:
+            self._kill()
+            raise
+        for worker in self._workers:
+            worker.thread = threading.Thread(target=self._feed, args=(worker,), daemon=True,
+                                             name=f"midtrace-derive-feed-{worker.process.pid}")
+            worker.thread.start()
+        self._watch = threading.Thread(target=self._watch_workers, daemon=True,
+                                       name="midtrace-derive-watch")
+        self._watch.start()
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w.process.pid is not None]
 
     def submit(self, exports: Sequence[RawExport], keep_text: bool) -> Future[Prepared]:
-        return self._executor.submit(prepare_exports, list(exports), keep_text)
+        return self._submit(prepare_exports, (list(exports), keep_text))
 
     def submit_spans(self, spans: Sequence[SpanRecord], keep_text: bool) -> Future[Prepared]:
         """``prepare`` for spans intake decoded already (OTLP/JSON, ``--no-text``, GenAI
         events); a worker decodes their midtrace attributes itself."""
-        return self._executor.submit(prepare, list(spans), keep_text)
+        return self._submit(prepare, (list(spans), keep_text))
+
+    def _submit(self, function: Callable[..., Prepared], args: tuple) -> Future[Prepared]:
+        future: Future[Prepared] = Future()
+        with self._lock:
+            if self._broken is not None:
+                raise self._broken
+            if self._closed:
+                raise WorkerGone("the derive pool is closed")
+            self._tasks.put((future, function, args))
+        return future
+
+    def _feed(self, worker: _Worker) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                try:
+                    worker.conn.send(None)
+                except (EOFError, OSError):
+                    pass
+                return
+            future, function, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                worker.conn.send((function, args))
+                ok, value = worker.conn.recv()
+            except (EOFError, OSError):
+                gone = WorkerGone(f"derive worker {worker.process.pid} exited "
+                                  f"({_exit_of(worker.process)})")
+                future.set_exception(gone)
+                self._break(gone)
+                return
+            except BaseException as e:  # an argument that does not pickle: this task only
+                future.set_exception(e)
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def _watch_workers(self) -> None:
+        """Notice a worker's death while it is idle, not only when it is next given work."""
+        sentinels = {w.process.sentinel: w for w in self._workers}
+        while not self._closed and self._broken is None:
+            for ready in wait(list(sentinels), timeout=1.0):
+                if self._closed:
+                    return
+                process = sentinels[ready].process  # type: ignore[index]
+                self._break(WorkerGone(f"derive worker {process.pid} exited ({_exit_of(process)})"))
+                return
+
+    def _break(self, error: WorkerGone) -> None:
+        """Refuse new work and fail what is queued: the owner derives it without workers."""
+        with self._lock:
+            if self._broken is None and not self._closed:
+                log.warning("%s", error)
+            self._broken = self._broken or error
+            pending = self._drain()
+        for future in pending:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(error)
+
+    def _drain(self) -> list[Future]:
+        pending = []
+        while True:
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                return pending
+            if task is not None:
+                pending.append(task[0])
 
     def close(self, wait: bool = True) -> None:
-        """Stop the workers; ``wait=False`` for a pool a dead worker broke (its executor has
-        killed the others already, and waiting on it can hang)."""
-        self._executor.shutdown(wait=wait, cancel_futures=True)
+        """Stop the workers: what is queued is cancelled; ``wait`` lets each finish the task
+        it has (up to STOP_SECONDS), ``wait=False`` kills them at once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending = self._drain()
+        for future in pending:
+            future.cancel()
+        for _ in self._workers:
+            self._tasks.put(None)
+        if not wait:
+            self._kill()
+        deadline = time.monotonic() + STOP_SECONDS
+        for worker in self._workers:
+            if worker.thread is not None:
+                worker.thread.join(max(0.0, deadline - time.monotonic()))
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        self._kill()
+        for worker in self._workers:
+            worker.conn.close()
+
+    def _kill(self) -> None:
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.process.kill()
+        for worker in self._workers:
+            worker.process.join(1.0)
