@@ -4,11 +4,12 @@ then the rows the store keeps of it, replaced on re-derive and removed by prune.
 from __future__ import annotations
 
 import dataclasses
+import random
 from pathlib import Path
 
 import pytest
 
-from midtrace.collector.normalize.answer_sources import answer_sources
+from midtrace.collector.normalize.answer_sources import _TOKEN, _Words, answer_sources
 from midtrace.collector.query.reads import Filters, run_view
 from midtrace.collector.storage.derive import prepare
 from midtrace.collector.storage.retention import prune
@@ -208,3 +209,19 @@ def test_answered_from_distractor_on_a_planted_set(tmp_path: Path) -> None:
         assert (r["ci_low"], r["ci_high"]) == pytest.approx(wilson(k, wrong))
     assert by_person.to_pylist() == table
     assert [r["requests"] for r in by_week.to_pylist()] == [3, 2, 1]
+
+
+def test_a_long_questions_words_are_the_words_its_tokenizer_cuts() -> None:
+    """``_Words`` looks a word up where it occurs; it must agree with cutting the whole text
+    into words, joiners, digits, apostrophes and non-ASCII letters included."""
+    rng = random.Random(7)
+    alphabet = ["a", "b", "1", "2", "12", ".", ",", ":", "/", "-", "'", "’", "_", " ", "\n",
+                "[", "]", "é", "ß", "٣", "$", "%", "plan", "14"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        words = set(_TOKEN.findall(text))
+        lazy = _Words(text)
+        asked = list(words) + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+                               for _ in range(8)]
+        for word in asked:
+            assert (word in lazy) == (word in words), (text, word)

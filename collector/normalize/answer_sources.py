@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 from midtrace.schemas.chunk_hash import RedactedText
@@ -57,6 +57,7 @@ _QUOTED = re.compile(r"[\"“]([^\"“”\n]{3,300})[\"”]")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _CURRENCY = "$€£¥"
 _JOIN = "\x00"  # between chunk texts: never part of a match
+_JOINERS = ".,:/-'’"  # what _TOKEN allows inside a token besides letters and digits
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,44 @@ def _unit_forms(unit: str) -> list[str]:
     return forms
 
 
-def _features(low: str, question_words: frozenset[str]) -> list[_Feature]:
+class _Words:
+    """Whether a word is one of ``text``'s words as ``_TOKEN`` cuts them, asked a word at a
+    time. Only the answer's words are ever asked, and the question can be long (the whole
+    user message, documents and all, when the trace names no shorter one): each word is
+    looked up where it occurs instead of the text being cut into words whole."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._known: dict[str, bool] = {}
+
+    def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str) or not word:
+            return False
+        known = self._known.get(word)
+        if known is None:
+            known = self._known[word] = self._is_word(word)
+        return known
+
+    def _is_word(self, word: str) -> bool:
+        text = self.text
+        at = text.find(word)
+        while at >= 0:
+            # No token holds a character that is neither a letter, a digit nor a joiner: from
+            # just after the last such one before ``at``, _TOKEN cuts as it does from the start.
+            start = at
+            while start > 0 and (text[start - 1].isalnum() or text[start - 1] in _JOINERS):
+                start -= 1
+            for m in _TOKEN.finditer(text, start):
+                if m.end() <= at:
+                    continue
+                if m.start() == at and m.end() == at + len(word):
+                    return True
+                break
+            at = text.find(word, at + 1)
+        return False
+
+
+def _features(low: str, question_words: Container[str]) -> list[_Feature]:
     tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(low)]
     out: list[_Feature] = []
     used: set[int] = set()  # tokens inside a number or date feature
@@ -226,7 +264,7 @@ def answer_sources(record: RagRecord) -> list[AnswerSource]:
         return []
     low = _lower(answer)
     question = record.question
-    question_words = frozenset(_TOKEN.findall(_lower(question))) \
+    question_words: Container[str] = _Words(_lower(question)) \
         if question and not isinstance(question, RedactedText) else frozenset()
     features = _features(low, question_words)
     if not features:
