@@ -183,6 +183,9 @@ def _serve(conn: Connection) -> None:
             task = conn.recv()
         except (EOFError, OSError):
             return
+        except Exception as e:  # read whole but cannot be unpickled here: answer, go on
+            conn.send((False, RuntimeError(f"a derive worker could not read its task: {e!r}")))
+            continue
         if task is None:
             return
         function, args = task
@@ -196,6 +199,7 @@ def _serve(conn: Connection) -> None:
             return
         except Exception as e:  # what it made (or raised) does not pickle
             conn.send((False, RuntimeError(f"a derive worker could not send its answer: {e!r}")))
+        del task, args, answer  # a group's exports and rows are megabytes: not kept while idle
 
 
 def _exit_of(process: BaseProcess) -> str:
@@ -320,6 +324,7 @@ class DerivePool:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+            del task, future, args, value  # the writer holds what it needs; idle, keep nothing
 
     def _watch_workers(self) -> None:
         """Notice a worker's death while it is idle, not only when it is next given work."""

@@ -271,6 +271,7 @@ class Writer:
             export_ids = [job.export_id for job, _ in batch if job.export_id is not None]
             if export_ids and self.on_derived is not None:
                 self.on_derived(max(export_ids))
+            del item, batch, prepared  # a group's exports and rows: not kept while idle
 
     def _commit_prepared(self, batch: Batch, prepared: Future[Prepared]) -> bool:
         """Store what the worker made of the group; False when it must be derived here."""
