@@ -27,7 +27,8 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from concurrent.futures import Future
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for
 from multiprocessing.process import BaseProcess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -330,7 +331,7 @@ class DerivePool:
         """Notice a worker's death while it is idle, not only when it is next given work."""
         sentinels = {w.process.sentinel: w for w in self._workers}
         while not self._closed and self._broken is None:
-            for ready in wait(list(sentinels), timeout=1.0):
+            for ready in wait_for(list(sentinels), timeout=1.0):
                 if self._closed:
                     return
                 process = sentinels[ready].process  # type: ignore[index]
