@@ -203,9 +203,19 @@ def _serve(conn: Connection) -> None:
         del task, args, answer  # a group's exports and rows are megabytes: not kept while idle
 
 
+_REAPING = threading.Lock()  # two threads waiting on one child at once: one of them may
+# reap it while the other reads no exit status ("still running") from a process that is gone
+
+
+def _reap(process: BaseProcess, timeout: float) -> int | None:
+    """Wait up to ``timeout`` for ``process`` to end; its exit code, None while it runs."""
+    with _REAPING:
+        process.join(timeout)
+        return process.exitcode
+
+
 def _exit_of(process: BaseProcess) -> str:
-    process.join(1.0)
-    code = process.exitcode
+    code = _reap(process, 1.0)
     if code is None:
         return "still running"
     if code < 0:
@@ -377,14 +387,14 @@ class DerivePool:
         for worker in self._workers:
             if worker.thread is not None:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
-            worker.process.join(max(0.0, deadline - time.monotonic()))
+            _reap(worker.process, max(0.0, deadline - time.monotonic()))
         self._kill()
         for worker in self._workers:
             worker.conn.close()
 
     def _kill(self) -> None:
         for worker in self._workers:
-            if worker.process.is_alive():
+            if _reap(worker.process, 0) is None:
                 worker.process.kill()
         for worker in self._workers:
-            worker.process.join(1.0)
+            _reap(worker.process, 1.0)
