@@ -119,7 +119,8 @@ def test_workers_derive_what_the_writer_thread_derives(
         stats = [f.result(120) for f in futures]
         assert not any(s.normalize_errors for s in stats)
     assert writer.counters.failed_jobs == 0
-    assert writer.counters.worker_jobs == next(export_id) - 1, "some exports bypassed the workers"
+    assert writer.counters.worker_jobs + writer.counters.ahead_jobs == next(export_id) - 1, \
+        "some exports bypassed the workers"
     writer.close()
 
     expected, got = snapshot(in_thread), snapshot(in_workers)
@@ -190,3 +191,33 @@ def test_a_worker_that_dies_idle_is_noticed_before_it_is_given_work() -> None:
     for pid in pool.pids:
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("given", ["raw", "spans"])
+def test_while_the_worker_is_busy_the_writer_thread_derives_the_next_group(
+        tmp_path: Path, given: str) -> None:
+    """The apply thread, waiting on a worker's group, derives the group after it itself;
+    what it stores equals what the writer thread derives from the spans."""
+    exports = [spans for spans in sample_exports() if spans]
+    in_thread = tmp_path / "thread.duckdb"
+    store = Store.open(in_thread)
+    store.write([WriteJob(spans=spans) for spans in exports])
+    store.close()
+
+    pool = DerivePool(1)
+    busy = pool._submit(time.sleep, (2,))  # the worker is busy when the exports arrive
+    shared = tmp_path / "shared.duckdb"
+    writer = Writer(Store.open(shared), pool=pool, max_batch_spans=1).start()  # a group each
+    futures = [writer.submit(as_job(spans, given, i)) for i, spans in enumerate(exports, 1)]
+    stats = [f.result(120) for f in futures]
+    busy.result(30)
+    assert not any(s.normalize_errors for s in stats)
+    assert writer.counters.failed_jobs == 0
+    assert 0 < writer.counters.ahead_jobs < len(exports), writer.counters
+    assert writer.counters.worker_jobs + writer.counters.ahead_jobs == len(exports)
+    writer.close()
+
+    expected, got = snapshot(in_thread), snapshot(shared)
+    assert len(expected["requests"]) > 10
+    for name in TABLES:
+        assert got[name] == expected[name], f"{name} differs"

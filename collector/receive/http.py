@@ -191,6 +191,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             "derivation": {**appender.freshness.lag(),
                            "workers": writer.pool.workers if writer.pool else 0,
                            "exports_by_workers": c.worker_jobs,
+                           "exports_derived_ahead": c.ahead_jobs,
                            "worker_restarts": writer.pool_restarts},
             "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,

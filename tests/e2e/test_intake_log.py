@@ -105,9 +105,11 @@ def test_fresh_reads_wait_until_every_acknowledged_export_is_derived(tmp_path: P
     finally:
         proc.stop()
     assert fresh["total"] == 40 * 20
-    assert health["derivation"] == {"pending_exports": 0, "oldest_pending_seconds": 0.0,
-                                    "workers": max(1, (os.cpu_count() or 1) - 1),
-                                    "exports_by_workers": 40, "worker_restarts": 0}
+    derivation = health["derivation"]
+    # the writer thread derives some itself while the worker is busy; between them, all 40
+    assert derivation.pop("exports_by_workers") + derivation.pop("exports_derived_ahead") == 40
+    assert derivation == {"pending_exports": 0, "oldest_pending_seconds": 0.0,
+                          "workers": max(1, (os.cpu_count() or 1) - 1), "worker_restarts": 0}
     assert bad.status_code == 400 and "fresh must be 0 or 1" in bad.json()["error"]
 
 
