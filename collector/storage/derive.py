@@ -290,14 +290,12 @@ class DerivePool:
         return [w.process.pid for w in self._workers if w.process.pid is not None]
 
     def submit(self, exports: Sequence[RawExport], keep_text: bool) -> Future[Prepared]:
-        return self._submit(prepare_exports, (list(exports), keep_text))
+        return self.submit_call(prepare_exports, (list(exports), keep_text))
 
-    def submit_spans(self, spans: Sequence[SpanRecord], keep_text: bool) -> Future[Prepared]:
-        """``prepare`` for spans intake decoded already (OTLP/JSON, ``--no-text``, GenAI
-        events); a worker decodes their midtrace attributes itself."""
-        return self._submit(prepare, (list(spans), keep_text))
-
-    def _submit(self, function: Callable[..., Prepared], args: tuple) -> Future[Prepared]:
+    def submit_call(self, function: Callable[..., Prepared], args: tuple) -> Future[Prepared]:
+        """``function(*args)`` in a worker: ``prepare_exports`` for raw exports, ``prepare``
+        for spans intake decoded already (a worker decodes their midtrace attributes itself).
+        Both must pickle."""
         future: Future[Prepared] = Future()
         with self._lock:
             if self._broken is not None:

@@ -88,6 +88,14 @@ def _worker_input(job: WriteJob) -> str | None:
     return "raw" if job.raw is not None else None
 
 
+def _task(batch: Batch, keep_text: bool) -> tuple[Callable[..., Prepared], tuple]:
+    """What derives a group a worker can derive, and its arguments: ``prepare`` of the spans
+    intake decoded, or ``prepare_exports`` of the raw exports."""
+    if _worker_input(batch[0][0]) == "spans":
+        return prepare, ([s for job, _ in batch for s in job.spans], keep_text)
+    return prepare_exports, ([job.raw for job, _ in batch if job.raw is not None], keep_text)
+
+
 def _runs(batch: Batch, key: Callable[[WriteJob], object]) -> list[Batch]:
     """The batch cut, in order, into runs of jobs that agree on ``key``."""
     runs: list[Batch] = []
@@ -238,15 +246,10 @@ class Writer:
 
     def _to_worker(self, batch: Batch) -> Future[Prepared] | None:
         """A worker's Future for the group, when a worker can derive all of it."""
-        kind = _worker_input(batch[0][0])
-        if self.pool is None or kind is None:
+        if self.pool is None or _worker_input(batch[0][0]) is None:
             return None
         try:
-            if kind == "spans":
-                return self.pool.submit_spans([s for job, _ in batch for s in job.spans],
-                                              self.store.keep_text)
-            return self.pool.submit([job.raw for job, _ in batch if job.raw is not None],
-                                    self.store.keep_text)
+            return self.pool.submit_call(*_task(batch, self.store.keep_text))
         except Exception as e:  # a worker died (killed, out of memory): start them again
             self._restart_pool(e)
             return None  # this group is derived in the writer thread
@@ -303,13 +306,9 @@ class Writer:
         if prepared is None or not prepared.cancel():
             return item
         here: Future[Prepared] = _DerivedHere()
+        function, args = _task(batch, self.store.keep_text)
         try:
-            if _worker_input(batch[0][0]) == "spans":
-                here.set_result(prepare([s for job, _ in batch for s in job.spans],
-                                        self.store.keep_text))
-            else:
-                here.set_result(prepare_exports([job.raw for job, _ in batch
-                                                 if job.raw is not None], self.store.keep_text))
+            here.set_result(function(*args))
         except Exception as e:
             here.set_exception(e)
         return batch, here
