@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -118,7 +118,26 @@ def environment() -> jinja2.Environment:
 
 
 def render(path: str, **variables: Any) -> str:
-    """The file at ``path`` (relative to schemas/sql/) rendered with ``variables``."""
+    """The file at ``path`` (relative to schemas/sql/) rendered with ``variables``.
+
+    The files are the package's own and do not change while it runs, so a rendering with
+    hashable variables is kept: the store renders the same statements on every commit, and
+    one of them (request_evidence_live inlined, queries/fill_request_evidence.sql) takes
+    milliseconds to render."""
+    key = tuple(sorted(variables.items()))
+    try:
+        hash(key)
+    except TypeError:  # a list or dict among the variables: rendered each time
+        return _render(path, variables)
+    return _render_kept(path, key)
+
+
+@lru_cache(maxsize=512)
+def _render_kept(path: str, variables: tuple[tuple[str, Any], ...]) -> str:
+    return _render(path, dict(variables))
+
+
+def _render(path: str, variables: dict[str, Any]) -> str:
     return environment().get_template(path).render({"engine": ENGINE, **variables})
 
 
