@@ -543,8 +543,10 @@ def main() -> None:
         checkouts: list[tuple[Path, str, int | None, str]] = [(ROOT, "this checkout", None, "duckdb")]
         if args.derive_workers:
             checkouts = [(ROOT, f"{w} derive workers", w, "duckdb") for w in args.derive_workers]
-        if args.baseline:
-            checkouts.append((args.baseline.resolve(), "baseline", None, "duckdb"))
+        if args.baseline:  # with --derive-workers, the baseline runs with each count too
+            checkouts += [(args.baseline.resolve(),
+                           "baseline" if w is None else f"baseline, {w} derive workers", w, "duckdb")
+                          for w in (args.derive_workers or [None])]
         if args.chdb:
             checkouts.append((ROOT, "chdb", None, "chdb"))
         results = []

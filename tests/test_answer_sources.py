@@ -123,7 +123,7 @@ def test_rows_are_written_by_both_derive_paths_replaced_and_pruned(tmp_path: Pat
     store = Store.open(tmp_path / "t.duckdb")
     try:
         store.write([WriteJob(spans=[span(T1, incident())])])  # the writer derives it
-        store.apply(prepare([span(T2, incident())], keep_text=True), [WriteJob()])  # a worker
+        store.apply([(prepare([span(T2, incident())], keep_text=True), [WriteJob()])])  # a worker
         at = WARRANTY.index("30 days")
         row = ("warranty#2", 1, "number", 25, 32, at, at + 7, "30 days", True)
         assert source_rows(store) == [(T1, *row), (T2, *row)]
@@ -147,7 +147,7 @@ def test_without_text_only_offsets_and_hashes_are_kept(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "t.duckdb", keep_text=False)
     try:
         store.write([WriteJob(spans=[span(T1, incident())])])
-        store.apply(prepare([span(T2, incident())], keep_text=False), [WriteJob()])
+        store.apply([(prepare([span(T2, incident())], keep_text=False), [WriteJob()])])
         rows = source_rows(store)
         at = WARRANTY.index("30 days")
         assert [r[1:8] for r in rows] == [("warranty#2", 1, "number", 25, 32, at, at + 7)] * 2

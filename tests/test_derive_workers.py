@@ -26,7 +26,7 @@ import pytest
 
 from midtrace.collector.intake.otlp import json_spans, load_json, records_to_request
 from midtrace.collector.receive.bodies import PROTOBUF, check_spans
-from midtrace.collector.storage.derive import STOP_SECONDS, DerivePool, WorkerGone
+from midtrace.collector.storage.derive import STOP_SECONDS, DerivePool, WorkerGone, prepare
 from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import Writer
@@ -185,6 +185,59 @@ def test_a_worker_that_dies_idle_is_noticed_before_it_is_given_work() -> None:
     for pid in pool.pids:
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_groups_stored_in_one_commit_equal_groups_stored_one_by_one(
+        tmp_path: Path, split_exports: tuple[list[list[SpanRecord]], list[list[SpanRecord]]]) -> None:
+    """Two groups applied in one transaction, every trace split between them (so the second
+    group finds the first's spans, uncommitted, as stored): the same rows as the writer
+    thread storing the halves in two commits."""
+    first, second = ([s for spans in part for s in spans] for part in split_exports)
+    in_thread = tmp_path / "thread.duckdb"
+    store = Store.open(in_thread)
+    for part in (first, second):
+        store.write([WriteJob(spans=part)])
+    store.close()
+
+    merged = tmp_path / "merged.duckdb"
+    store = Store.open(merged)
+    stats = store.apply([(prepare(part, True), [WriteJob()]) for part in (first, second)])
+    store.close()
+    assert [s.spans for s in stats] == [len(first), len(second)]
+    assert stats[1].requests > 0, "the second group derived none of the split traces again"
+
+    expected, got = snapshot(in_thread), snapshot(merged)
+    assert len(expected["requests"]) > 100
+    assert stored_spans(merged) == stored_spans(in_thread)
+    for name in TABLES:
+        assert got[name] == expected[name], f"{name} differs"
+
+
+def test_groups_ready_behind_a_slow_commit_share_the_next_commit(tmp_path: Path) -> None:
+    """While a commit waits (here on the store's lock), the groups the worker finishes
+    behind it are stored together in one commit; their rows are what the writer thread
+    derives."""
+    exports = [spans for spans in sample_exports() if spans]
+    in_thread = tmp_path / "thread.duckdb"
+    store = Store.open(in_thread)
+    store.write([WriteJob(spans=spans) for spans in exports])
+    store.close()
+
+    store = Store.open(tmp_path / "shared.duckdb")
+    writer = Writer(store, pool=DerivePool(1), max_batch_spans=1).start()  # a group each
+    with store.lock:  # every commit waits until the worker has derived what it can
+        futures = [writer.submit(as_job(spans, "raw", i)) for i, spans in enumerate(exports, 1)]
+        time.sleep(2)  # the worker derives the groups queued behind the waiting commit
+    stats = [f.result(120) for f in futures]
+    assert not any(s.normalize_errors for s in stats)
+    c = writer.counters
+    assert c.failed_jobs == 0 and c.worker_jobs + c.ahead_jobs == len(exports)
+    assert c.commits < len(exports), c
+    writer.close()
+
+    expected, got = snapshot(in_thread), snapshot(tmp_path / "shared.duckdb")
+    for name in TABLES:
+        assert got[name] == expected[name], f"{name} differs"
 
 
 @pytest.mark.parametrize("given", ["raw", "spans"])

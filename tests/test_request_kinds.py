@@ -69,7 +69,7 @@ def test_every_kind_is_listed_and_only_rag_is_counted(tmp_path: Path, path: str)
         if path == "writer":
             store.write([WriteJob(spans=spans)])
         else:
-            store.apply(prepare(spans, keep_text=True), [WriteJob()])
+            store.apply([(prepare(spans, keep_text=True), [WriteJob()])])
         conn = store.conn
         assert dict(conn.execute("SELECT trace_id, kind FROM requests").fetchall()) == {
             RAG: "rag", SEARCH: "retrieval_only", CHAT: "llm_only"}

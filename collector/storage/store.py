@@ -382,23 +382,44 @@ class Store:
             self._insert("_texts", pa.table({"text_hash": list(texts), "text": list(texts.values())}),
                          sqlfiles.query("insert_texts"))
 
-    def apply(self, prepared: Prepared, jobs: Sequence[WriteJob]) -> WriteStats:
-        """Store what a worker prepared from these jobs' raw exports (collector/storage/
-        derive.py) in one transaction, and take the exports out of the intake log.
+    def apply(self, groups: Sequence[tuple[Prepared, Sequence[WriteJob]]]) -> list[WriteStats]:
+        """Store what workers prepared from these groups of jobs' raw exports (collector/
+        storage/derive.py) in one transaction, and take the exports out of the intake log;
+        one stats per group.
 
-        A trace that may have stored spans already (split across exports, or sent again) is
-        not taken from the worker as it is: its new spans are read back from the worker's
-        rows and stored and derived as ``write`` does, with all of the trace's spans (so a
-        prompt is kept as a skeleton of the texts stored before it). Request and outcome ids
-        are given here, in order."""
+        Groups are stored in order, as if one commit each, but share the evidence refresh
+        and the commit: refreshing request_evidence costs about 40 ms whatever the number of
+        requests (its plan alone is most of that), so a collector that is behind stores the
+        groups that are ready together.
+
+        A trace that may have stored spans already (split across exports or groups, or sent
+        again) is not taken from the worker as it is: its new spans are read back from the
+        worker's rows and stored and derived as ``write`` does, with all of the trace's
+        spans (so a prompt is kept as a skeleton of the texts stored before it). Request and
+        outcome ids are given here, in order."""
         with self.lock:
-            return self._apply(prepared, jobs)
+            try:
+                with transaction(self.conn):
+                    out = [self._apply(prepared, jobs) for prepared, jobs in groups]
+                    refresh_evidence(self.conn, {t for prepared, _ in groups
+                                                 for t in prepared.trace_ids})
+                    export_ids = [job.export_id for _, jobs in groups for job in jobs
+                                  if job.export_id is not None]
+                    if export_ids:
+                        self.conn.execute(sqlfiles.query("delete_intake_log"),
+                                          {"export_ids": export_ids})
+            except BaseException:
+                # the caches below took in what the rolled-back groups stored: forget it
+                self.forget_texts()
+                raise
+        return out
 
     def _apply(self, prepared: Prepared, jobs: Sequence[WriteJob]) -> WriteStats:
+        """One group of ``apply``, inside its transaction. The traces, texts and chunk texts
+        it stores count as stored from here on, for the groups after it."""
         stats = WriteStats(spans=prepared.spans, traces=len(prepared.trace_ids),
                            normalize_errors=list(prepared.normalize_errors))
         stored = {t for t in prepared.trace_ids if self.known.may_contain(t)}
-        conn = self.conn
         texts = self.encoder.unstored(prepared.texts)
         rows = Rows(hashes=self._content_hash)
         tables = dict(prepared.tables)
@@ -414,29 +435,24 @@ class Store:
             referenced = set(pc.list_flatten(span_rows.column("text_refs")).to_pylist())
             texts = {h: t for h, t in texts.items() if h in referenced}
         split_texts: dict[str, str] = {}
-        with transaction(conn):
-            if span_rows is not None and span_rows.num_rows:
-                self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
-            self._insert_texts(texts)
-            if split:
-                _, split_texts = self._store_and_derive(split, rows, prepared.received_at, stats)
-            if tables:
-                tables = self._number(tables, stored)
-                stats.requests += tables["requests"].num_rows
-                chunk_texts = tables["chunk_texts"]
-                known = self._chunk_texts_stored
-                if known and chunk_texts.num_rows:
-                    keep = [h not in known for h in chunk_texts.column("text_hash").to_pylist()]
-                    tables["chunk_texts"] = chunk_texts.filter(pa.array(keep))
-                for table, data in tables.items():
-                    if data.num_rows:
-                        self._insert("_rows", data, sqlfiles.query(f"insert_{table}"))
-            chunk_texts_new = self._new_chunk_texts(rows)
-            self._append(rows)
-            refresh_evidence(conn, prepared.trace_ids)
-            export_ids = [job.export_id for job in jobs if job.export_id is not None]
-            if export_ids:
-                conn.execute(sqlfiles.query("delete_intake_log"), {"export_ids": export_ids})
+        if span_rows is not None and span_rows.num_rows:
+            self._insert("_spans", span_rows, sqlfiles.query("insert_spans"))
+        self._insert_texts(texts)
+        if split:
+            _, split_texts = self._store_and_derive(split, rows, prepared.received_at, stats)
+        if tables:
+            tables = self._number(tables, stored)
+            stats.requests += tables["requests"].num_rows
+            chunk_texts = tables["chunk_texts"]
+            known = self._chunk_texts_stored
+            if known and chunk_texts.num_rows:
+                keep = [h not in known for h in chunk_texts.column("text_hash").to_pylist()]
+                tables["chunk_texts"] = chunk_texts.filter(pa.array(keep))
+            for table, data in tables.items():
+                if data.num_rows:
+                    self._insert("_rows", data, sqlfiles.query(f"insert_{table}"))
+        chunk_texts_new = self._new_chunk_texts(rows)
+        self._append(rows)
         self.known.add(prepared.trace_ids)
         self.encoder.committed(texts)
         self.encoder.committed(split_texts)
