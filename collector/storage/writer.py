@@ -40,7 +40,7 @@ from concurrent.futures import wait as wait_for
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from midtrace.collector.storage.threads import STOP, settle, stop, take_group
+from midtrace.collector.storage.threads import STOP, give_back_memory, settle, stop, take_group
 from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error, is_unreachable
 from midtrace.collector.storage.derive import (DerivePool, Prepared, prepare, prepare_exports,
                                                 spans_of_raw)
@@ -309,6 +309,7 @@ class Writer:
             if export_ids and self.on_derived is not None:
                 self.on_derived(max(export_ids))
             del item, batch, prepared, groups  # a group's exports and rows: not kept while idle
+            give_back_memory()
 
     def _ready_behind(self, groups: list[tuple[Batch, Future[Prepared] | None]],
                       ahead: object) -> object:
