@@ -26,7 +26,8 @@ import pytest
 
 from midtrace.collector.intake.otlp import json_spans, load_json, records_to_request
 from midtrace.collector.receive.bodies import PROTOBUF, check_spans
-from midtrace.collector.storage.derive import STOP_SECONDS, DerivePool, WorkerGone, prepare
+from midtrace.collector.storage.derive import (
+    STOP_SECONDS, DerivePool, WorkerGone, _receive, _socket_of, prepare)
 from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import Writer
@@ -149,6 +150,46 @@ def test_workers_do_not_run_the_parents_script_again(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "spans 0" in done.stdout
+
+
+def test_an_answer_is_read_whole_as_the_connection_would_read_it() -> None:
+    """The pool reads a worker's answer with one blocking read per message, in the
+    connection's own framing: what ``send`` sent comes out, and a worker gone halfway
+    through a message is the end of the stream, not a hang."""
+    import multiprocessing
+    import struct
+    import threading
+
+    ours, theirs = multiprocessing.Pipe()
+    sock = _socket_of(ours)
+    assert sock is not None
+    answer = (True, {"rows": os.urandom(12_000_000), "ids": list(range(1000))})
+    sender = threading.Thread(target=theirs.send, args=(answer,))
+    sender.start()  # 12 MB: many socket buffers' worth, read as one message
+    assert _receive(ours, sock) == answer
+    sender.join()
+    theirs.send("small")  # header and payload in one write
+    assert _receive(ours, sock) == "small"
+    theirs.send_bytes(b"not a whole message")  # what the connection would refuse to unpickle
+    with pytest.raises(Exception):
+        _receive(ours, sock)
+    os.write(theirs.fileno(), struct.pack("!i", 1_000_000) + b"x" * 1000)  # then it dies
+    theirs.close()
+    raised: list[BaseException] = []
+
+    def receive() -> None:
+        try:
+            _receive(ours, sock)
+        except BaseException as e:
+            raised.append(e)
+
+    reader = threading.Thread(target=receive, daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "a message cut short left the reader waiting"
+    assert len(raised) == 1 and isinstance(raised[0], EOFError), raised
+    sock.close()
+    ours.close()
 
 
 def test_a_worker_killed_at_work_fails_its_task_and_the_pool_stops_quickly() -> None:

@@ -20,6 +20,8 @@ import multiprocessing
 import os
 import queue
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -30,8 +32,10 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -231,6 +235,43 @@ class _Worker:
     process: BaseProcess
     conn: Connection
     thread: threading.Thread | None = None
+    sock: socket.socket | None = None  # conn's socket, to read answers whole (_receive)
+
+
+def _socket_of(conn: Connection) -> socket.socket | None:
+    """A socket on (a copy of) the connection's descriptor; None where it is no socket."""
+    try:
+        return socket.socket(fileno=os.dup(conn.fileno()))
+    except OSError:
+        return None
+
+
+def _receive(conn: Connection, sock: socket.socket | None) -> Any:
+    """``conn.recv()``, each message read by one blocking call.
+
+    ``Connection.recv`` reads a socket as it fills, a socket buffer (about 200 KB) at a time,
+    and takes the GIL back after each read; while the collector's other threads run, each
+    take can wait a switch interval (5 ms). A worker's answer is megabytes (about 11 MB for
+    1,500 spans), so reading it took longer than making it, and the worker waited to send it
+    instead of deriving. The framing is the connection's own (``send_bytes``)."""
+    if sock is None:
+        return conn.recv()
+    size = struct.unpack("!i", _read_exactly(sock, 4))[0]
+    if size == -1:  # more than 2 GiB: an 8-byte size follows
+        size = struct.unpack("!Q", _read_exactly(sock, 8))[0]
+    return ForkingPickler.loads(_read_exactly(sock, size))
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytearray:
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:  # MSG_WAITALL returns early only on a signal or the end of the stream
+        n = sock.recv_into(view[got:], size - got, socket.MSG_WAITALL)
+        if n == 0:
+            raise EOFError("the derive worker closed its end")
+        got += n
+    return buf
 
 
 _Task = tuple[Future, Callable[..., Prepared], tuple]
@@ -278,6 +319,7 @@ class DerivePool:
             self._kill()
             raise
         for worker in self._workers:
+            worker.sock = _socket_of(worker.conn)
             worker.thread = threading.Thread(target=self._feed, args=(worker,), daemon=True,
                                              name=f"midtrace-derive-feed-{worker.process.pid}")
             worker.thread.start()
@@ -319,7 +361,7 @@ class DerivePool:
                 continue
             try:
                 worker.conn.send((function, args))
-                ok, value = worker.conn.recv()
+                ok, value = _receive(worker.conn, worker.sock)
             except (EOFError, OSError):
                 gone = WorkerGone(f"derive worker {worker.process.pid} exited "
                                   f"({_exit_of(worker.process)})")
@@ -389,6 +431,8 @@ class DerivePool:
         self._kill()
         for worker in self._workers:
             worker.conn.close()
+            if worker.sock is not None:
+                worker.sock.close()
 
     def _kill(self) -> None:
         for worker in self._workers:
