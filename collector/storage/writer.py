@@ -319,11 +319,8 @@ class Writer:
         spans = sum(job.size for batch, _ in groups for job, _ in batch)
         while spans < MERGE_SPANS:
             if ahead is None:
-                try:
-                    ahead = self._taken.get_nowait()
-                except queue.Empty:
-                    return None
-            if ahead is STOP:
+                ahead = self._next_taken()
+            if ahead is None or ahead is STOP:
                 return ahead
             batch, prepared = ahead  # type: ignore[misc]
             if not _ready(prepared):
@@ -351,14 +348,18 @@ class Writer:
             if prepared is None or not self._commit_prepared(batch, prepared):
                 self._commit(_decoded(batch))
 
+    def _next_taken(self) -> object:
+        """The next group taken (or STOP) if one is waiting, else None."""
+        try:
+            return self._taken.get_nowait()
+        except queue.Empty:
+            return None
+
     def _derive_next_here(self) -> object:
         """The next group, derived in this thread if no worker has started it: while the
         workers are busy this thread would only wait."""
-        try:
-            item = self._taken.get_nowait()
-        except queue.Empty:
-            return None
-        if item is STOP:
+        item = self._next_taken()
+        if item is None or item is STOP:
             return item
         batch, prepared = item  # type: ignore[misc]
         if prepared is None or not prepared.cancel():
