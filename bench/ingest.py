@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import multiprocessing as mp
 import os
 import pickle
@@ -233,9 +234,18 @@ def send_all(path: str, host: str, port: int, connections: int, out: Any) -> Non
             derived = time.time()
         elif answer.status != 503:  # a collector without the freshness wait: nothing to wait for
             derived = last
+    # who derived the exports (a worker, or the writer thread while the workers were busy)
+    # and in how many commits
+    conn.request("GET", "/healthz")
+    answer = conn.getresponse()
+    body = answer.read()
+    health = json.loads(body) if answer.status == 200 else {}
+    derivation = health.get("derivation", {})
+    split = (f"{derivation.get('exports_by_workers', '-')}/"
+             f"{derivation.get('exports_derived_ahead', '-')}/{health.get('commits', '-')}")
     conn.close()
     out.put({"first": first, "last": last, "derived": derived, "failures": failures,
-             "retries": retries[0], "sender_cpu_s": time.process_time() - cpu})
+             "retries": retries[0], "sender_cpu_s": time.process_time() - cpu, "split": split})
 
 
 # --- measuring ---------------------------------------------------------------------------
@@ -394,7 +404,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         "sender_cpu_ms_per_request": outcome["sender_cpu_s"] / n * 1000,
         "spans_per_s": n_spans / seconds, "decode_us": decode_us, "normalize_us": normalize_us,
         "peak_rss_mb": rss, "db_bytes_per_request": size / n, "retries": outcome["retries"],
-        "failures": outcome["failures"],
+        "failures": outcome["failures"], "split": outcome.get("split", "-"),
     }
 
 
@@ -567,8 +577,8 @@ def main() -> None:
           f"{args.connections} connections, queue size {args.queue_size}\n")
     print("| run | checkout | load | requests | spans | acked s | acked requests/s | derived s | derived requests/s "
           "| collector CPU ms/req | sender CPU ms/req | decode µs/req | normalize µs/req "
-          "| peak RSS MB | DB bytes/req | 503 retries | request rows |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| peak RSS MB | DB bytes/req | 503 retries | request rows | exports by workers/ahead/commits |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['run']} | {r['checkout']} | {r['load']:.1f} | {r['requests']} | {r['spans']} | "
               f"{r['seconds']:.1f} | "
@@ -576,7 +586,7 @@ def main() -> None:
               f"{r['collector_cpu_ms_per_request']:.2f} | {r['sender_cpu_ms_per_request']:.2f} | "
               f"{r['decode_us']:.0f} | "
               f"{r['normalize_us']:.0f} | {r['peak_rss_mb']:.0f} | {r['db_bytes_per_request']:.0f} | "
-              f"{r['retries']} | {r['request_rows']} |")
+              f"{r['retries']} | {r['request_rows']} | {r.get('split', '-')} |")
         if r["failures"] or r["stored_spans"] != r["spans"]:
             print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
                   f"{r['stored_spans']} of {r['spans']} spans stored")
