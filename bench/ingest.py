@@ -17,7 +17,9 @@ an export is durable in its intake log), and to the moment everything acknowledg
 derived (a ``fresh=1`` read returns); CPU per request of the collector with its derive
 workers (counted from the moment it is ready: start-up is not ingest) and of the sender; the
 decode-only cost per request measured in this process; peak RSS summed over the collector
-and its workers; and database bytes per request.
+and its workers; database bytes per request; and how many exports a derive worker derived,
+how many the writer thread derived itself while the workers were busy, and in how many
+commits (from ``/healthz``).
 
     .venv/bin/python bench/ingest.py                      # both runs, 20,000 requests each
     .venv/bin/python bench/ingest.py --requests 5000 --run own
