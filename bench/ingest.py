@@ -406,7 +406,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         "sender_cpu_ms_per_request": outcome["sender_cpu_s"] / n * 1000,
         "spans_per_s": n_spans / seconds, "decode_us": decode_us, "normalize_us": normalize_us,
         "peak_rss_mb": rss, "db_bytes_per_request": size / n, "retries": outcome["retries"],
-        "failures": outcome["failures"], "split": outcome.get("split", "-"),
+        "failures": outcome["failures"], "split": outcome["split"],
     }
 
 
@@ -437,7 +437,6 @@ def stored_counts(store: str) -> tuple[int, int]:
 
 def phoenix_spans(url: str) -> int:
     """Spans a running Phoenix has stored, over all its projects (its GraphQL API)."""
-    import json
     import urllib.request
 
     query = json.dumps({"query": "{ projects { edges { node { recordCount } } } }"}).encode()
