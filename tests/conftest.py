@@ -58,11 +58,11 @@ def sample_stores(chdb_folder: Path, tmp_path_factory: pytest.TempPathFactory): 
     process's chdb folder (tests/clickhouse_samples.py), the one ``--store chdb://<folder>``
     names: (DuckDB path, ClickHouseURL)."""
     from midtrace.collector.settings import ClickHouseURL
-    from tests.clickhouse_samples import ingest_samples, load_samples
+    from tests.clickhouse_samples import load_samples
+    from tests.sample_db import samples_duckdb
 
     work = tmp_path_factory.mktemp("samples")
-    db = work / "samples.duckdb"
-    ingest_samples(db)
+    db = samples_duckdb(tmp_path_factory, work / "samples.duckdb")
     url = ClickHouseURL("chdb", path=chdb_folder)
     load_samples(db, url, work)
     return db, url

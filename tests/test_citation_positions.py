@@ -6,8 +6,6 @@ bundled sample traces."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.schemas.model import Chunk, Outcome, RagRecord
 from midtrace.sql import sqlfiles
 from tests.metrics_fixtures import ns, prompt, record
+from tests.sample_db import samples_duckdb
 from tests.test_sql_render import sdk_jobs
 
 FORMER = (Path(__file__).parent / "sql" / "citation_positions_from_chunks.sql").read_text()
@@ -169,14 +168,9 @@ def test_every_path_that_fills_request_evidence_keeps_the_positions(store: Store
     store.reopen()  # for the fixture to close
 
 
-def test_the_sample_traces_give_the_rows_of_the_chunk_scan(tmp_path: Path) -> None:
-    samples = Path(__file__).resolve().parent.parent / "sample_traces"
-    db = tmp_path / "samples.duckdb"
-    files = sorted(samples.glob("*.jsonl.gz")) + [samples / "langchain_rag.jsonl",
-                                                  samples / "support_outcomes.json"]
-    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
-                          *map(str, files)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+def test_the_sample_traces_give_the_rows_of_the_chunk_scan(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    db = samples_duckdb(tmp_path_factory, tmp_path / "samples.duckdb")
     conn = duckdb.connect(str(db), read_only=True)
     try:
         ((cited,),) = conn.execute("SELECT count(*) FROM request_evidence "

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +34,7 @@ from midtrace.schemas.span import SpanRecord
 from midtrace.sql import sqlfiles
 from tests.chdb_databases import connection_in
 from tests.clickhouse_samples import assert_same_rows, rows_of as _rows, same_grouping as _same_grouping
+from tests.sample_db import samples_duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -53,10 +52,7 @@ DERIVED = ("requests", "chunks", "placements", "answer_sources")
 @pytest.fixture(scope="module")
 def duck(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
     """Every bundled sample ingested into DuckDB through the CLI."""
-    db = tmp_path_factory.mktemp("duck") / "samples.duckdb"
-    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
-                          *map(str, ALL_SAMPLES)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    db = samples_duckdb(tmp_path_factory, tmp_path_factory.mktemp("duck") / "samples.duckdb")
     conn = duckdb.connect(str(db), read_only=True)
     yield conn
     conn.close()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from midtrace.client import Filters, open_client
+from tests.sample_db import samples_duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -20,13 +21,7 @@ MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
 
 @pytest.fixture(scope="module")
 def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    db = tmp_path_factory.mktemp("samples") / "samples.duckdb"
-    files = sorted(SAMPLES.glob("*.jsonl.gz")) + [SAMPLES / "langchain_rag.jsonl",
-                                                  SAMPLES / "support_outcomes.json"]
-    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
-                          *map(str, files)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    yield db
+    yield samples_duckdb(tmp_path_factory, tmp_path_factory.mktemp("samples") / "samples.duckdb")
 
 
 def report(db: Path, *args: str) -> dict[str, Any]:
