@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.clickhouse_samples import SAMPLES
@@ -36,6 +37,15 @@ def ttls(folder: Path) -> dict[str, str]:
     assert run.returncode == 0, run.stderr
     pairs = (line.split("|", 1) for line in run.stdout.splitlines() if "|" in line)
     return {name.strip(): engine.strip() for name, engine in pairs}
+
+
+def sample_age_days(path: Path) -> int:
+    """How many whole days ago the oldest span of the OTLP/JSON file ``path`` started."""
+    starts = [int(span["startTimeUnixNano"])
+              for line in path.read_text().splitlines() if line.strip()
+              for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
+              for span in ss["spans"]]
+    return (time.time_ns() - min(starts)) // (86_400 * 10 ** 9)
 
 
 def test_ingest_rebuild_report_and_retention_on_chdb(tmp_path: Path) -> None:
@@ -125,12 +135,14 @@ def test_prune_trace_id_erases_from_chdb_as_from_a_duckdb_file(tmp_path: Path) -
     assert said["duckdb"][0] == "deleted 2 trace(s): 10 spans, 1 requests, 0 outcomes from <store>\n"
     assert said["chdb"] == said["duckdb"]
     assert said["chdb"][3] == said["chdb"][1]
-    # a retention and an erasure at once
+    # a retention and an erasure at once, the retention long enough to keep the sample's traces
+    # (their times are fixed; today moves on)
     store = f"chdb://{tmp_path}/e"
-    both = midtrace("prune", "--store", store, "--older-than", "2w", "--trace-id", sharing,
+    days = sample_age_days(SAMPLES / "langchain_rag.jsonl") + 30
+    both = midtrace("prune", "--store", store, "--older-than", f"{days}d", "--trace-id", sharing,
                     "--no-compact")
     assert both.returncode == 0, both.stderr
-    assert "keeps 14 days" in both.stdout and both.stdout.endswith(
+    assert f"keeps {days} days" in both.stdout and both.stdout.endswith(
         f"deleted 1 trace(s): 10 spans, 1 requests, 0 outcomes from {store}\n"), both.stdout
     assert "spans" in ttls(tmp_path / "e")
     gone = midtrace("export", "--store", store, "--trace-id", sharing)
