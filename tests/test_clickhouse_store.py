@@ -311,6 +311,29 @@ def test_opening_a_store_again_applies_no_migration(chdb_folder: Path) -> None:
     assert recorded.column(0).to_pylist() == [m.version for m in sqlfiles.migrations()]
 
 
+def test_a_store_brought_up_to_this_definition_is_left_as_it_is(chdb_folder: Path) -> None:
+    """Opening a store whose recorded schema definition is this one creates nothing again (a
+    view dropped behind its back stays dropped); a store recorded with another definition gets
+    every view again."""
+    session = connection_in(chdb_folder, "store_definition")
+    ClickHouseStore(session)
+    view = sqlfiles.views()[-1].name
+
+    def views() -> set[str]:
+        return set(select(session, "SELECT name FROM system.tables WHERE database = "
+                                   "currentDatabase()").column(0).to_pylist())
+
+    assert view in views()
+    session.command(f"DROP VIEW {view}")
+    ClickHouseStore(session)
+    assert view not in views()
+    session.command("INSERT INTO derived_state VALUES ('schema', 'older', now64(6))")
+    ClickHouseStore(session)
+    assert view in views()
+    recorded = select(session, sqlfiles.query("schema_definition", engine="clickhouse"))
+    assert recorded.column(0)[0].as_py() == clickhouse.schema_hash()
+
+
 def test_a_retention_sets_a_ttl_on_every_day_partitioned_table(chdb_folder: Path) -> None:
     session = connection_in(chdb_folder, "store_retention")
     store = ClickHouseStore(session)
@@ -387,7 +410,9 @@ def test_a_changed_evidence_definition_computes_every_row_again(chdb_folder: Pat
     assert select(session, "SELECT count() FROM request_evidence_versions").column(0)[0].as_py() == n
     ClickHouseStore(session)  # the same definition: nothing computed again
     assert select(session, "SELECT count() FROM request_evidence_versions").column(0)[0].as_py() == n
-    session.command("INSERT INTO derived_state VALUES ('request_evidence', 'older', now64(6))")
+    # as after an upgrade that changed it, which changes the schema's definition too
+    session.command("INSERT INTO derived_state VALUES ('request_evidence', 'older', now64(6)), "
+                    "('schema', 'older', now64(6))")
     session.command("ALTER TABLE request_evidence_versions UPDATE n_chunks = -1 WHERE 1 "
                     "SETTINGS mutations_sync = 1")
     ClickHouseStore(session)

@@ -130,7 +130,14 @@ def render_view(view: sqlfiles.SqlFile, **variables: Any) -> str:
 def create_schema(conn: Connection) -> list[int]:
     """Apply the migrations not yet recorded in the store's schema_migrations table, create
     request_evidence if missing, and (re)create the views (with their ClickHouse functions),
-    all rendered for ClickHouse. Returns the versions of the migrations applied."""
+    all rendered for ClickHouse. Returns the versions of the migrations applied.
+
+    A store last brought up to this same definition (:func:`schema_hash`, recorded in
+    derived_state as "schema") is left as it is: creating the views again costs about a
+    second on chdb, on every command and collector start."""
+    wanted = schema_hash()
+    if _recorded_schema(conn) == wanted:
+        return []
     run(conn, sqlfiles.query("create_schema_migrations", engine=ENGINE))
     done = set(select(conn, sqlfiles.query("applied_migrations", engine=ENGINE))
                .column(0).to_pylist())
@@ -147,7 +154,31 @@ def create_schema(conn: Connection) -> list[int]:
     run(conn, sqlfiles.query("create_request_evidence", engine=ENGINE))
     create_views(conn)
     _ensure_evidence(conn)
+    run(conn, sqlfiles.query("record_schema_definition", engine=ENGINE),
+        {"definition_hash": wanted, "built_at": dt.datetime.now(dt.UTC)})
     return applied
+
+
+def schema_hash() -> str:
+    """What :func:`create_schema` brings a store up to: every migration, the tables and views
+    it creates, and how request_evidence is computed, all rendered for ClickHouse."""
+    sql = [sqlfiles.render(m.path, engine=ENGINE) for m in sqlfiles.migrations()]
+    sql += [sqlfiles.query(name, engine=ENGINE)
+            for name in ("create_schema_migrations", "create_current_views")]
+    sql.append(sqlfiles.query("create_evidence_scopes", engine=ENGINE,
+                              scoped_tables=SCOPED_TABLES))
+    sql += [render_view(v) for v in sqlfiles.views()]
+    sql.append(evidence_hash())
+    return hashlib.sha256("\n".join(sql).encode("utf-8")).hexdigest()
+
+
+def _recorded_schema(conn: Connection) -> str | None:
+    """The definition the store was last brought up to; None for a new store."""
+    tables = select(conn, sqlfiles.query("store_tables", engine=ENGINE)).column(0).to_pylist()
+    if "derived_state" not in tables:
+        return None
+    found = select(conn, sqlfiles.query("schema_definition", engine=ENGINE))
+    return found.column(0)[0].as_py() if found.num_rows else None
 
 
 # what a refresh of request_evidence copies per scope (queries/create_evidence_scopes.sql)
