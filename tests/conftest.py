@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from tests import file_times
 from tests.procs import Proc, start_collector
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest test files first (tests/file_times.py): with files run side by side, a long
+    file taken last would set the end of the run."""
+    order = file_times.longest_first([item.nodeid for item in items], file_times.load())
+    items[:] = [items[i] for i in order]
 
 
 @pytest.fixture(autouse=True)
