@@ -19,7 +19,11 @@ workers (counted from the moment it is ready: start-up is not ingest) and of the
 decode-only cost per request measured in this process; peak RSS summed over the collector
 and its workers; database bytes per request; and how many exports a derive worker derived,
 how many the writer thread derived itself while the workers were busy, and in how many
-commits (from ``/healthz``).
+commits (from ``/healthz``). A second table splits the collector's CPU by part, read from the
+names its threads have in the OS: intake (the event loop: HTTP and the checks), the writer
+(with the threads feeding its workers, and the groups it derives itself), the appender of
+the intake log, DuckDB's own threads, and the derive workers; each also as a share of one
+core over the time to derive everything.
 
     .venv/bin/python bench/ingest.py                      # both runs, 20,000 requests each
     .venv/bin/python bench/ingest.py --requests 5000 --run own
@@ -303,6 +307,43 @@ def cpu_seconds(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+# Where the collector's CPU goes, by the names its threads have in the OS
+# (collector/storage/threads.py). The main thread runs the event loop: intake's checks, HTTP.
+# Threads with no name of midtrace's are DuckDB's (and gRPC's, idle here); a checkout whose
+# threads have no names shows its writer and appender there too.
+PARTS = ("intake", "writer", "appender", "DuckDB & other", "workers")
+
+
+def cpu_by_part(pid: int) -> dict[str, float]:
+    """CPU seconds of the collector's threads and of its derive workers, by PARTS."""
+    out = dict.fromkeys(PARTS, 0.0)
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in process_tree(pid):
+        try:
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                name = (task / "comm").read_text().strip()
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / tick
+            if p != pid:
+                part = "workers"
+            elif task.name == str(pid):
+                part = "intake"
+            elif name in ("writer", "writer-dispatch") or name.startswith("feed-"):
+                part = "writer"  # and the threads that hand its groups to the workers
+            elif name == "appender":
+                part = "appender"
+            else:
+                part = "DuckDB & other"
+            out[part] += seconds
+    return out
+
+
 def peak_rss_mb_of(pid: int) -> float:
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -379,6 +420,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     host, port = match[1], int(match[2])
     # start-up (migrations, the derive workers' imports) is not ingest: count from here
     collector_cpu_at_start = cpu_seconds(collector.pid)
+    parts_at_start = cpu_by_part(collector.pid)
     results: Any = mp.get_context("spawn").Queue()
     sender = mp.get_context("spawn").Process(target=send_all,
                                              args=(str(batch_file), host, port, connections, results))
@@ -389,6 +431,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     print(f"[{run}] peak RSS MB per process: " + ", ".join(
         f"{p}: {peak_rss_mb_of(p):.0f}" for p in process_tree(collector.pid)), file=sys.stderr)
     collector_cpu = cpu_seconds(collector.pid) - collector_cpu_at_start
+    parts = {k: v - parts_at_start[k] for k, v in cpu_by_part(collector.pid).items()}
     collector.terminate()
     collector.wait(60)
     stored_spans, stored_requests = stored_counts(store)
@@ -407,6 +450,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         "spans_per_s": n_spans / seconds, "decode_us": decode_us, "normalize_us": normalize_us,
         "peak_rss_mb": rss, "db_bytes_per_request": size / n, "retries": outcome["retries"],
         "failures": outcome["failures"], "split": outcome["split"],
+        "cpu_parts_ms_per_request": {k: v / n * 1000 for k, v in parts.items()},
     }
 
 
@@ -591,6 +635,18 @@ def main() -> None:
         if r["failures"] or r["stored_spans"] != r["spans"]:
             print(f"  ! {r['run']}: {len(r['failures'])} failed batches, "
                   f"{r['stored_spans']} of {r['spans']} spans stored")
+    parted = [r for r in results if "cpu_parts_ms_per_request" in r]
+    if parted:
+        print("\ncollector CPU by part, ms per request (and % of one core while deriving):\n")
+        print("| run | checkout | " + " | ".join(PARTS) + " |")
+        print("|---|---|" + "---|" * len(PARTS))
+        for r in parted:
+            cells = []
+            for part in PARTS:
+                ms = r["cpu_parts_ms_per_request"][part]
+                busy = ms * r["requests"] / 1000 / r["derived_seconds"] * 100
+                cells.append(f"{ms:.2f} ({busy:.0f}%)")
+            print(f"| {r['run']} | {r['checkout']} | " + " | ".join(cells) + " |")
     first = checkouts[0][1]
     others = [label for _, label, _, _ in checkouts[1:]] + (["Phoenix"] if args.phoenix else [])
     for other in others:

@@ -3,6 +3,7 @@ tells the truth when it is not running."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from midtrace.collector.intake import otlp
 from midtrace.collector.receive.http import create_app
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
+from midtrace.collector.storage.threads import OS_NAME_BYTES, NamedThread
 from midtrace.collector.storage.writer import Writer
 from tests.e2e.test_collector import rows
 from tests.e2e.test_grpc_overload import batch_of_spans
@@ -112,3 +114,16 @@ def test_a_mixed_group_is_cut_in_order_into_runs_by_what_a_worker_derives_them_f
     runs = _runs([(job, None) for job in kinds], _worker_input)  # type: ignore[misc]
     assert [[job.export_id for job, _ in run] for run in runs] == [[1, 2], [3, 4], [None, 5], [6], [None]]
     assert [_worker_input(run[0][0]) for run in runs] == ["raw", "spans", None, "raw", None]
+
+
+def test_a_named_thread_takes_its_name_in_the_os_cut_to_what_linux_keeps() -> None:
+    seen: list[str] = []
+
+    def read_own_name() -> None:
+        seen.append(Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip())
+
+    for name in ("midtrace-writer", "midtrace-" + "x" * 40):
+        thread = NamedThread(target=read_own_name, name=name)
+        thread.start()
+        thread.join(10)
+    assert seen == ["writer", "x" * OS_NAME_BYTES]

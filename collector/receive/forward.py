@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from midtrace.collector.storage.threads import NamedThread
+
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({429, 502, 503, 504})
@@ -80,7 +82,7 @@ class Forwarder:
         self._max_queue = max_queue
         self._cond = threading.Condition()
         self._closing = False
-        self._thread = threading.Thread(target=self._run, name="midtrace-forward", daemon=True)
+        self._thread = NamedThread(target=self._run, name="midtrace-forward", daemon=True)
 
     def start(self) -> Forwarder:
         self._thread.start()

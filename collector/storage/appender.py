@@ -31,7 +31,7 @@ from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
 from midtrace.collector.storage.database import first_line, is_fatal, is_unreachable
 from midtrace.collector.storage.store import WriteJob
-from midtrace.collector.storage.threads import STOP, settle, stop, take_group
+from midtrace.collector.storage.threads import STOP, NamedThread, settle, stop, take_group
 from midtrace.collector.storage.writer import QueueFull, Writer
 from midtrace.schemas.span import SpanRecord
 
@@ -107,7 +107,7 @@ class Appender:
         self.commits = 0
         self.last_error: str | None = None
         self._queue: queue.Queue[_Item | object] = queue.Queue(max_queue)
-        self._thread = threading.Thread(target=self._run, name="midtrace-appender", daemon=True)
+        self._thread = NamedThread(target=self._run, name="midtrace-appender", daemon=True)
         self._closed = False
 
     def start(self) -> Appender:

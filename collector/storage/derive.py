@@ -46,6 +46,7 @@ from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, resolve
 from midtrace.collector.storage.text_hashes import TextHashes
+from midtrace.collector.storage.threads import NamedThread, name_this_thread
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.span import SpanRecord
 
@@ -135,6 +136,7 @@ def _start_worker() -> None:
     outright (kill -9, the OOM killer) cannot stop its workers; each leaves once it finds
     itself orphaned instead of waiting forever for work."""
     parent = os.getppid()
+    name_this_thread("midtrace-derive-worker")  # ps and top show the worker as derive-worker
 
     def watch() -> None:
         while True:
@@ -142,7 +144,7 @@ def _start_worker() -> None:
             if os.getppid() != parent:
                 os._exit(0)
 
-    threading.Thread(target=watch, name="midtrace-derive-parent-watch", daemon=True).start()
+    NamedThread(target=watch, name="midtrace-parent-watch", daemon=True).start()
     _warm()
 
 
@@ -320,10 +322,10 @@ class DerivePool:
             raise
         for worker in self._workers:
             worker.sock = _socket_of(worker.conn)
-            worker.thread = threading.Thread(target=self._feed, args=(worker,), daemon=True,
-                                             name=f"midtrace-derive-feed-{worker.process.pid}")
+            worker.thread = NamedThread(target=self._feed, args=(worker,), daemon=True,
+                                             name=f"midtrace-feed-{worker.process.pid}")
             worker.thread.start()
-        self._watch = threading.Thread(target=self._watch_workers, daemon=True,
+        self._watch = NamedThread(target=self._watch_workers, daemon=True,
                                        name="midtrace-derive-watch")
         self._watch.start()
 

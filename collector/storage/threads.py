@@ -1,6 +1,6 @@
-"""What the appender and the writer threads share: answering a Future its caller may have
-given up on, taking whatever is waiting as one group, stopping without waiting on a
-thread that is gone, and giving freed memory back."""
+"""What the collector's threads share: answering a Future its caller may have given up on,
+taking whatever is waiting as one group, stopping without waiting on a thread that is gone,
+giving freed memory back, and a name the operating system shows."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
@@ -74,3 +75,27 @@ def give_back_memory() -> None:
     megabytes of exports and rows freed, and the peak of a busy collector grows with it."""
     if _TRIM is not None:
         _TRIM(0)
+
+
+OS_NAME_BYTES = 15  # Linux keeps 15 bytes of a thread's name (TASK_COMM_LEN less its NUL)
+
+
+def name_this_thread(name: str) -> None:
+    """Give the calling thread ``name`` in the operating system too, less a ``midtrace-``
+    prefix and cut to 15 bytes, so ``top -H``, ``ps -L`` and ``/proc/PID/task/TID/comm``
+    tell the collector's threads apart (which one burns the CPU). Linux only; elsewhere,
+    or if the kernel refuses, nothing happens."""
+    short = name.removeprefix("midtrace-").encode("utf-8")[:OS_NAME_BYTES]
+    try:
+        Path(f"/proc/self/task/{threading.get_native_id()}/comm").write_bytes(short)
+    except OSError:
+        pass
+
+
+class NamedThread(threading.Thread):
+    """A thread that takes its name in the operating system when it starts
+    (``name_this_thread``)."""
+
+    def run(self) -> None:
+        name_this_thread(self.name)
+        super().run()

@@ -40,7 +40,8 @@ from concurrent.futures import wait as wait_for
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from midtrace.collector.storage.threads import STOP, give_back_memory, settle, stop, take_group
+from midtrace.collector.storage.threads import (
+    STOP, NamedThread, give_back_memory, settle, stop, take_group)
 from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error, is_unreachable
 from midtrace.collector.storage.derive import (DerivePool, Prepared, prepare, prepare_exports,
                                                 spans_of_raw)
@@ -156,9 +157,9 @@ class Writer:
         # groups taken, in order, each with its worker's Future (None: derive in the thread)
         self._taken: queue.Queue[tuple[Batch, Future[Prepared] | None] | object] = queue.Queue(
             (pool.workers + 1) if pool else 1)
-        self._dispatcher = threading.Thread(target=self._run_dispatch, name="midtrace-writer-dispatch",
+        self._dispatcher = NamedThread(target=self._run_dispatch, name="midtrace-writer-dispatch",
                                             daemon=True)
-        self._thread = threading.Thread(target=self._run, name="midtrace-writer", daemon=True)
+        self._thread = NamedThread(target=self._run, name="midtrace-writer", daemon=True)
         self._closed = False
 
     def start(self) -> Writer:

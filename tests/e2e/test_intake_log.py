@@ -226,3 +226,22 @@ def test_derive_workers_leave_when_their_collector_is_killed(tmp_path: Path) -> 
     while running(workers[0]) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not running(workers[0]), "a derive worker outlived its collector"
+
+
+def os_thread_names(pid: int) -> set[str]:
+    return {(task / "comm").read_text().strip() for task in Path(f"/proc/{pid}/task").iterdir()}
+
+
+def test_top_and_ps_tell_the_collectors_threads_and_workers_apart(tmp_path: Path) -> None:
+    proc = start_collector(tmp_path / "names.duckdb", tmp_path / "log", "--derive-workers", "1")
+    try:
+        [worker] = derive_workers_of(proc.process.pid)
+        collector_threads = os_thread_names(proc.process.pid)
+        worker_threads = os_thread_names(worker)
+        worker_name = Path(f"/proc/{worker}/comm").read_text().strip()
+    finally:
+        proc.stop()
+    assert {"writer", "writer-dispatch", "appender", "derive-watch",
+            f"feed-{worker}"} <= collector_threads, collector_threads
+    assert worker_name == "derive-worker"  # the process as ps and top name it
+    assert "parent-watch" in worker_threads, worker_threads
