@@ -323,10 +323,10 @@ class DerivePool:
         for worker in self._workers:
             worker.sock = _socket_of(worker.conn)
             worker.thread = NamedThread(target=self._feed, args=(worker,), daemon=True,
-                                             name=f"midtrace-feed-{worker.process.pid}")
+                                        name=f"midtrace-feed-{worker.process.pid}")
             worker.thread.start()
         self._watch = NamedThread(target=self._watch_workers, daemon=True,
-                                       name="midtrace-derive-watch")
+                                  name="midtrace-derive-watch")
         self._watch.start()
 
     @property

@@ -88,7 +88,7 @@ def name_this_thread(name: str) -> None:
     short = name.removeprefix("midtrace-").encode("utf-8")[:OS_NAME_BYTES]
     try:
         Path(f"/proc/self/task/{threading.get_native_id()}/comm").write_bytes(short)
-    except OSError:
+    except (OSError, AttributeError):  # no /proc, or no native thread ids on this platform
         pass
 
 

@@ -158,7 +158,7 @@ class Writer:
         self._taken: queue.Queue[tuple[Batch, Future[Prepared] | None] | object] = queue.Queue(
             (pool.workers + 1) if pool else 1)
         self._dispatcher = NamedThread(target=self._run_dispatch, name="midtrace-writer-dispatch",
-                                            daemon=True)
+                                       daemon=True)
         self._thread = NamedThread(target=self._run, name="midtrace-writer", daemon=True)
         self._closed = False
 
