@@ -309,8 +309,8 @@ def cpu_seconds(pid: int) -> float:
 
 # Where the collector's CPU goes, by the names its threads have in the OS
 # (collector/storage/threads.py). The main thread runs the event loop: intake's checks, HTTP.
-# Threads with no name of midtrace's are DuckDB's (and gRPC's, idle here); a checkout whose
-# threads have no names shows its writer and appender there too.
+# Threads with no name of midtrace's are DuckDB's and Arrow's (and gRPC's, idle here); a
+# checkout whose threads have no names shows its writer and appender there too.
 PARTS = ("intake", "writer", "appender", "DuckDB & other", "workers")
 
 
