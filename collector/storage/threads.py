@@ -9,8 +9,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from concurrent.futures import Future, InvalidStateError
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
