@@ -295,16 +295,19 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+def stat_cpu_seconds(stat: Path) -> float:
+    """User + system CPU seconds in a /proc ``stat`` file (a process's or one thread's);
+    0 for one that has exited."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a running process, its threads and its children."""
-    total = 0
-    for p in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(stat_cpu_seconds(Path(f"/proc/{p}/stat")) for p in process_tree(pid))
 
 
 # Where the collector's CPU goes, by the names its threads have in the OS
@@ -317,7 +320,6 @@ PARTS = ("intake", "writer", "appender", "DuckDB & other", "workers")
 def cpu_by_part(pid: int) -> dict[str, float]:
     """CPU seconds of the collector's threads and of its derive workers, by PARTS."""
     out = dict.fromkeys(PARTS, 0.0)
-    tick = os.sysconf("SC_CLK_TCK")
     for p in process_tree(pid):
         try:
             tasks = list(Path(f"/proc/{p}/task").iterdir())
@@ -326,10 +328,8 @@ def cpu_by_part(pid: int) -> dict[str, float]:
         for task in tasks:
             try:
                 name = (task / "comm").read_text().strip()
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            seconds = (int(fields[11]) + int(fields[12])) / tick
             if p != pid:
                 part = "workers"
             elif task.name == str(pid):
@@ -340,7 +340,7 @@ def cpu_by_part(pid: int) -> dict[str, float]:
                 part = "appender"
             else:
                 part = "DuckDB & other"
-            out[part] += seconds
+            out[part] += stat_cpu_seconds(task / "stat")
     return out
 
 
