@@ -16,9 +16,12 @@ between documents) and documents of about 500 characters in paragraphs:
 
 Each case runs the current ``locate`` and the one at revision REV (default: the last
 revision that searched for each document separately, read with ``git show``), alternating
-A, B, A, B for ROUNDS rounds, after checking that both give the same answer. Reported: the
-best time per call of each, their ratio, and the load average beside every figure (the
-machine may be shared; the ratio, measured in one run, is the figure to compare).
+A, B, A, B for ROUNDS rounds, after checking that both give the same answer (a case the
+older one answers otherwise, a form of a document it did not look for, is timed for the
+current one alone). The current one forgets the folded forms of documents it keeps before
+every call, so each call sees its documents for the first time. Reported: the best time per
+call of each, their ratio, and the load average beside every figure (the machine may be
+shared; the ratio, measured in one run, is the figure to compare).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from midtrace.collector.normalize.locate import locate  # noqa: E402
+from midtrace.collector.normalize.locate import forget_folded  # noqa: E402
+from midtrace.collector.normalize.locate import locate as locate_kept  # noqa: E402
 
 # The last revision whose locate folded each document and searched the prompt for it alone.
 BASELINE = "1eeca5592e5d043792b340edf884460aadd2bcfd"
@@ -49,6 +53,14 @@ WORDS = ("refund return policy days delivery item warranty shipping order custom
          "account billing cancel subscription upgrade downgrade credit support hardware "
          "the a of to and in for is on that by with").split()
 Locate = Callable[[str, Sequence[str | None]], list]
+
+
+def locate(prompt: str, docs: Sequence[str | None]) -> list:
+    """``locate`` seeing its documents for the first time: a collector keeps the folded
+    forms of documents it has seen (popular chunks come back), which a call repeated with
+    the same documents would time instead."""
+    forget_folded()
+    return locate_kept(prompt, docs)
 
 
 def document(rng: random.Random, chars: int) -> str:
@@ -158,17 +170,20 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, prompt, docs in cases():
         new_answer = answer(locate, prompt, docs)
-        if old is not None and answer(old, prompt, docs) != new_answer:
-            raise SystemExit(f"{name}: the two revisions place the documents differently")
+        # a case the older locate does not handle (a form of a document it did not look
+        # for) is timed for the current one alone: the two answers are not the same work
+        same = old is not None and answer(old, prompt, docs) == new_answer
         number = calls_per_round(locate, prompt, docs)
-        old_number = calls_per_round(old, prompt, docs) if old is not None else 0
+        old_number = calls_per_round(old, prompt, docs) if same else 0
         new_times, old_times = [], []
         for _ in range(args.rounds):
             new_times.append(per_call(locate, prompt, docs, number))
-            if old is not None:
+            if same:
                 old_times.append(per_call(old, prompt, docs, old_number))
         new = min(new_times)
         old_shown = ratio = "—"
+        if old is not None and not same:
+            old_shown = "places them otherwise"
         if old_times:
             old_shown, ratio = duration(min(old_times)), f"{min(old_times) / new:.1f}x"
         print(f"| {name} | {len(docs)} ({len(new_answer)} placed) | {len(prompt):,} | "

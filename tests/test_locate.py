@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from midtrace.collector.normalize import locate as locate_module
 from midtrace.collector.normalize.locate import (
     edited_forms,
     CITATION_PATTERN_ENV,
@@ -473,3 +474,20 @@ def test_an_instruction_example_labels_no_document_of_a_later_message() -> None:
               for t in ("Refunds take 5 days.", "Returns: 14 days.")]
     assert prompt_labels(prompt, placed, PATTERN) == ["2", None]
     assert prompt_labels(prompt, placed, PATTERN, [0, len(system) + 2]) == [None, None]
+
+
+def test_documents_seen_before_are_found_alike_and_only_short_ones_are_kept_folded() -> None:
+    """A popular chunk's folded form is kept for the next request; a long document's is
+    not (the memory kept stays bounded), and either way the answer is the same."""
+    locate_module.forget_folded()
+    short = "Refunds are accepted\n  within 30 days of delivery for every unopened item."
+    long = "Warranty terms. " * (locate_module.FOLDED_KEPT_CHARS // 16 + 1)
+    prompt = f"Answer from these.\n\n[1] {short}\n\n[2] {long}\n\nQuestion: refunds?"
+    first = locate(prompt, [short, long])
+    kept = locate_module._folded_kept.cache_info()
+    assert kept.currsize == 1  # the short document only
+    again = locate(prompt, [short, long])
+    assert again == first
+    assert locate_module._folded_kept.cache_info().hits == kept.hits + 1
+    assert [f.doc for f in first] == [0, 1]
+    assert prompt[first[0].start:first[0].end] == short

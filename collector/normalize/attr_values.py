@@ -77,13 +77,16 @@ def json_value(value: Any) -> Any:
 def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """Flattened list attributes ``prefix.<i>.<rest>`` as ``{i: {rest: value}}``."""
     head = prefix + "."
+    cut = len(head)
     out: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
-        if not key.startswith(head):
-            continue
-        index, _, rest = key[len(head):].partition(".")
-        if index.isdigit() and len(index) <= 9 and rest:  # beyond that, no list an SDK sends
-            out.setdefault(int(index), {})[rest] = value
+        if key.startswith(head):
+            index, _, rest = key[cut:].partition(".")
+            if rest and index.isdigit() and len(index) <= 9:  # beyond that, no list an SDK sends
+                i = int(index)
+                if (row := out.get(i)) is None:
+                    out[i] = row = {}
+                row[rest] = value
     return out
 
 

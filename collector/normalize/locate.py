@@ -24,7 +24,9 @@ by searching for its text in the prompt:
 The prompt is folded once per call. With few documents each is then searched for with
 ``str.find``; with many, the folded prompt is cut into pieces of 32 characters once and each
 document looked up by pieces of its own text, so the work grows with the lengths of the
-prompt and the documents, not with their product (bench/locate.py measures both).
+prompt and the documents, not with their product (bench/locate.py measures both). The
+folded forms of the documents last seen (popular chunks come back request after request)
+are kept, up to ``FOLDED_KEPT`` of at most ``FOLDED_KEPT_CHARS`` characters each.
 
 Citations: ``MIDTRACE_CITATION_PATTERN`` (default ``DEFAULT_CITATION_PATTERN``) finds
 citation markers in the answer (``[3]``, ``[doc-3]``, ``[source: id]``, ``Document 3``,
@@ -228,6 +230,23 @@ def fold_text(text: str) -> str:
     """The form documents are compared in: whitespace runs collapsed, ends stripped."""
     # str.split() splits on exactly the characters the regular expression \s matches.
     return " ".join(text.split())
+
+
+# Popular chunks come back in request after request: their folded forms are kept, up to
+# FOLDED_KEPT texts of at most FOLDED_KEPT_CHARS characters (a few MB at most).
+FOLDED_KEPT = 2048
+FOLDED_KEPT_CHARS = 4096
+_folded_kept = lru_cache(maxsize=FOLDED_KEPT)(fold_text)
+
+
+def forget_folded() -> None:
+    """Forget the folded documents kept (bench/locate.py times each call as a first sight)."""
+    _folded_kept.cache_clear()
+
+
+def _folded_document(text: str) -> str:
+    """``fold_text`` of a document, from the texts kept when it is one of them."""
+    return _folded_kept(text) if len(text) <= FOLDED_KEPT_CHARS else fold_text(text)
 
 
 # --- locating ----------------------------------------------------------------------------
@@ -437,7 +456,7 @@ def locate(prompt: str, texts: Sequence[str | None],
     groups: dict[str, list[int]] = {}
     for i, t in enumerate(texts):
         if t:
-            key = fold_text(t)
+            key = _folded_document(t)
             if key:
                 groups.setdefault(key, []).append(i)
     if not groups or not prompt:

@@ -118,13 +118,17 @@ def span_kind(span: SpanRecord) -> str | None:
 
 # --- documents -------------------------------------------------------------------------------
 
-_DOCUMENT_FIELDS = tuple((f"document.{name}", name) for name in ("content", "id", "score", "metadata"))
-
-
 def _document(row: Mapping[str, Any]) -> Document:
     """A document's fields, each under ``document.<name>`` or, failing that, ``<name>``."""
-    text, doc_id, score, metadata = (row.get(name) if (v := row.get(key)) is None else v
-                                     for key, name in _DOCUMENT_FIELDS)
+    get = row.get
+    if (text := get("document.content")) is None:
+        text = get("content")
+    if (doc_id := get("document.id")) is None:
+        doc_id = get("id")
+    if (score := get("document.score")) is None:
+        score = get("score")
+    if (metadata := get("document.metadata")) is None:
+        metadata = get("metadata")
     return Document(
         text=text if isinstance(text, str) else None,
         doc_id=identifier(doc_id),
