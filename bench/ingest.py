@@ -16,7 +16,8 @@ and spans/s from the first byte sent to the last acknowledgement (the collector 
 an export is durable in its intake log), and to the moment everything acknowledged is
 derived (a ``fresh=1`` read returns); CPU per request of the collector with its derive
 workers (counted from the moment it is ready: start-up is not ingest) and of the sender; the
-decode-only cost per request measured in this process; peak RSS summed over the collector
+cost per request of decoding and checking the exports and of normalizing their traces, with
+the checkout's own code in a process of its own; peak RSS summed over the collector
 and its workers; database bytes per request; and how many exports a derive worker derived,
 how many the writer thread derived itself while the workers were busy, and in how many
 commits (from ``/healthz``). A second table splits the collector's CPU by part, read from the
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import inspect
 import json
 import multiprocessing as mp
 import os
@@ -278,6 +280,29 @@ def decode_cost(batches: list[bytes], n_requests: int) -> tuple[float, float]:
     return decode / (len(sample) * per) * 1e6, normalize / (len(sample) * per) * 1e6
 
 
+DECODE_COST = """
+import json, pickle, sys, time
+from typing import Any
+
+{source}
+
+with open(sys.argv[1], "rb") as f:
+    batches = pickle.load(f)
+print(json.dumps(decode_cost(batches, int(sys.argv[2]))))
+"""
+
+
+def decode_cost_of(python: str, checkout: Path, batch_file: Path, n_requests: int,
+                   ) -> tuple[float, float]:
+    """``decode_cost`` measured with ``checkout``'s code: run by its Python, in a process of
+    its own (this process has imported this checkout's)."""
+    script = DECODE_COST.format(source=inspect.getsource(decode_cost))
+    out = subprocess.run([python, "-c", script, str(batch_file), str(n_requests)],
+                         cwd=checkout, check=True, capture_output=True, text=True).stdout
+    decode_us, normalize_us = json.loads(out.strip().splitlines()[-1])
+    return decode_us, normalize_us
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every process below it (the collector's derive workers)."""
     parents: dict[int, list[int]] = {}
@@ -388,11 +413,12 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
           f"{sum(map(len, batches)) / 1e6:.0f} MB in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
-    decode_us, normalize_us = decode_cost(batches, n)
     batch_file = workdir / f"{run}.batches"
     with open(batch_file, "wb") as f:
         pickle.dump(batches, f)
     del batches
+    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
+    decode_us, normalize_us = decode_cost_of(python, checkout, batch_file, n)
     db = workdir / f"{run}-{re.sub(r'[^A-Za-z0-9]+', '-', label)}.duckdb"
     if db.is_dir():  # a chdb folder from an earlier repeat
         shutil.rmtree(db)
@@ -407,7 +433,6 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
         with duckdb.connect(str(db), read_only=True) as conn:
             base_counts = (conn.execute("SELECT count(*) FROM spans").fetchone()[0],  # type: ignore[index]
                            conn.execute("SELECT count(*) FROM requests").fetchone()[0])  # type: ignore[index]
-    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     collector = subprocess.Popen(
         [python, "-m", "midtrace", "collector", "--store", store, "--http-port", "0",
          "--grpc-port", "0", "--queue-size", str(queue_size)]
