@@ -297,9 +297,12 @@ def decode_cost_of(python: str, checkout: Path, batch_file: Path, n_requests: in
     """``decode_cost`` measured with ``checkout``'s code: run by its Python, in a process of
     its own (this process has imported this checkout's)."""
     script = DECODE_COST.format(source=inspect.getsource(decode_cost))
-    out = subprocess.run([python, "-c", script, str(batch_file), str(n_requests)],
-                         cwd=checkout, check=True, capture_output=True, text=True).stdout
-    decode_us, normalize_us = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([python, "-c", script, str(batch_file), str(n_requests)],
+                          cwd=checkout, capture_output=True, text=True)
+    if done.returncode != 0:  # e.g. an older checkout without a module decode_cost imports
+        raise SystemExit(f"measuring decode and normalize costs with {checkout}'s code "
+                         f"failed:\n{done.stderr.strip()}")
+    decode_us, normalize_us = json.loads(done.stdout.strip().splitlines()[-1])
     return decode_us, normalize_us
 
 
