@@ -127,3 +127,35 @@ def test_a_named_thread_takes_its_name_in_the_os_cut_to_what_linux_keeps() -> No
         thread.start()
         thread.join(10)
     assert seen == ["writer", "x" * OS_NAME_BYTES]
+
+
+def test_a_store_out_of_memory_is_reopened_and_nothing_acknowledged_is_lost(
+        tmp_path: Path) -> None:
+    """DuckDB out of memory may fail even the rollback, leaving a transaction nothing ends
+    ("Current transaction is aborted"): the writer must not fail the acknowledged export but
+    wait while the appender reopens the store (a new instance, with its memory), then derive
+    it. Here the running instance is starved on purpose; the reopened one is not."""
+    from midtrace.collector.intake.accept import recover
+    from midtrace.collector.storage.appender import Appender, Freshness
+    from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+
+    db = tmp_path / "oom.duckdb"
+    store = Store.open(db)
+    writer = Writer(store)  # started below, once the export is acknowledged
+    appender = Appender(IntakeLog(store.conn), writer, Freshness(),
+                        on_reopen=lambda: recover(store)).start()
+    writer.on_fatal = appender.mark_broken
+    body = otlp.encode_sdk_spans(batch_of_spans(200, "oom")).SerializeToString()
+    assert appender.submit(RawExport(body, "application/x-protobuf"), [], 200).result(10) == 1
+    used = store.conn.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0]
+    store.conn.execute(f"SET memory_limit = '{(used >> 10) + 256}KiB'")  # about what it holds
+    writer.start()
+    writer.flush(60)
+    appender.close()
+    writer.close()
+    assert writer.counters.failed_jobs == 0, writer.counters.last_error
+    assert writer.counters.last_error is not None, "DuckDB never ran out of memory: the test proves nothing"
+    assert "memory" in writer.counters.last_error.lower() or "aborted" in writer.counters.last_error
+    assert appender.unwritable is None
+    assert rows(db, "SELECT count(*) FROM requests") == [(200,)]
+    assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]

@@ -197,6 +197,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
             "text": "stored" if settings.keep_text else "not stored (--no-text)",
             "token_required": settings.token is not None,
+            "store_reopens": getattr(appender, "reopens", 0),
             **intake.health(),
         }, status_code=200 if ready else 503)
 

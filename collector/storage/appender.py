@@ -43,6 +43,7 @@ class StoreUnavailable(QueueFull):
 
 
 REOPEN_INTERVAL_SECONDS = 1.0
+_WAKE = object()  # put on the queue by mark_broken
 
 
 class Freshness:
@@ -99,6 +100,7 @@ class Appender:
         self.on_reopen = on_reopen
         self.unwritable: str | None = None
         self._broken = False  # DuckDB invalidated the database: reopen before the next append
+        self.reopens = 0
         self._last_attempt = 0.0
         self.writer = writer
         self.freshness = freshness
@@ -161,8 +163,14 @@ class Appender:
                     continue
                 if item is STOP:
                     return
+                if item is _WAKE:  # the writer found the store broken: reopen it now
+                    if self._broken:
+                        self._try_reopen()
+                    continue
                 group, stopping = take_group(self._queue, item, lambda g: len(g) < self.max_group)
-                self._append(group)
+                group = [i for i in group if i is not _WAKE]  # _durable reopens a broken store
+                if group:
+                    self._append(group)
                 if stopping:
                     return
         except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent
@@ -170,9 +178,17 @@ class Appender:
             log.exception("the appender thread stopped")
 
     def mark_broken(self, error: BaseException) -> None:
-        """The writer found the database invalidated: reopen it before the next append."""
+        """The writer found the database invalidated (or out of memory): reopen it, now if
+        this thread is idle, else before the next append. The writer waits for it: the
+        exports it derives were acknowledged, and no new one need arrive to wake this
+        thread."""
         self.unwritable = f"the store cannot write: {first_line(error)}"
-        self._broken = True
+        if not self._broken:
+            self._broken = True
+            try:
+                self._queue.put_nowait(_WAKE)
+            except queue.Full:  # exports are waiting: the next one reopens it
+                pass
 
     def _try_reopen(self) -> None:
         self._last_attempt = time.monotonic()
@@ -196,6 +212,7 @@ class Appender:
         store.reopen()
         self.log = IntakeLog(store.conn, next_id=next_id)
         self._broken = False
+        self.reopens += 1
         if self.on_reopen is not None:
             self.on_reopen()
 

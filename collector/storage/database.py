@@ -103,14 +103,24 @@ def known_cause(path: str | Path | None, error: duckdb.Error) -> StoreError | No
 
 
 def is_fatal(error: BaseException) -> bool:
-    """Whether DuckDB invalidated the database (e.g. a checkpoint failed on a full disk):
-    nothing works on it again until it is reopened."""
-    return isinstance(error, duckdb.FatalException) or "invalidated" in str(error)
+    """Whether nothing works on the connection until the store is reopened: DuckDB
+    invalidated the database (e.g. a checkpoint failed on a full disk), or ran out of memory.
+    Out of memory, DuckDB's cache is full of blocks it cannot evict and a rollback that needs
+    memory fails too, leaving a transaction nothing ends ("Current transaction is aborted"):
+    a new instance starts with an empty cache."""
+    return (isinstance(error, (duckdb.FatalException, duckdb.OutOfMemoryException))
+            or _REOPEN.search(str(error)) is not None)
+
+
+# What DuckDB says when it must be reopened, also where it wraps the cause in another error
+# ("TransactionContext Error: Failed to commit: failed to pin block of size 1.3 MiB").
+_REOPEN = re.compile(r"invalidated|Current transaction is aborted|failed to pin block|"
+                     r"could not allocate block|failed to allocate data")
 
 
 def is_storage_error(error: BaseException) -> bool:
-    """Whether a write failed for want of storage (a full disk, an invalidated database),
-    not for what it was writing: the same write may succeed later."""
+    """Whether a write failed for want of storage (a full disk, memory, an invalidated
+    database), not for what it was writing: the same write may succeed later."""
     text = str(error)
     return (is_fatal(error) or isinstance(error, duckdb.IOException)
             or "No space left" in text or "Could not write file" in text)
