@@ -8,6 +8,7 @@ the server's dependencies.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -22,6 +23,33 @@ DEFAULT_FORWARD_QUEUE = 1000
 
 class SettingsError(ValueError):
     """Settings that cannot work; the message says how to fix them."""
+
+
+# Sizes as DuckDB writes them: KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB of 1024.
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", re.I)
+MIN_MEMORY_LIMIT = 64 * 2**20  # below this DuckDB cannot hold one group of exports
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size such as ``512MB``, ``1.5GiB`` or ``268435456B``."""
+    match = _SIZE.fullmatch(text)
+    if match is None or match[2].lower() not in _UNITS:
+        raise SettingsError(f"{text!r} is not a size: give a number and a unit, e.g. 512MB or "
+                            "2GiB (KB, MB, GB, TB count in 1000s; KiB, MiB, GiB, TiB in 1024s)")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def memory_limit(text: str | None) -> int | None:
+    """``--memory-limit`` in bytes (None: not set), at least MIN_MEMORY_LIMIT."""
+    if text is None or not text.strip():
+        return None
+    size = parse_size(text)
+    if size < MIN_MEMORY_LIMIT:
+        raise SettingsError(f"--memory-limit {text.strip()} is too small: DuckDB needs at least "
+                            f"{MIN_MEMORY_LIMIT >> 20}MiB to store a group of exports")
+    return size
 
 
 def is_loopback(host: str) -> bool:
@@ -131,6 +159,10 @@ class CollectorSettings:
     forward_headers: dict[str, str] = field(default_factory=dict)
     forward_queue: int = DEFAULT_FORWARD_QUEUE
     prices: Path | None = None  # the price table (midtrace/prices.py); None: MIDTRACE_PRICES, else shipped
+    memory_limit: int | None = None  # bytes of DuckDB's cache; None: DuckDB's default
 
     def check(self) -> None:
         check_exposure(self.host, self.token, "collector (OTLP and its query API)")
+        if self.memory_limit is not None and isinstance(parse_store(self.db), ClickHouseURL):
+            raise SettingsError("--memory-limit caps the memory of a DuckDB store; a ClickHouse "
+                                "server's memory is set on the server")

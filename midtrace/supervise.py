@@ -51,7 +51,7 @@ ENV_REQUIRE_TOKEN = "MIDTRACE_REQUIRE_TOKEN"
 COLLECTOR_ENV = ("MIDTRACE_DB", "MIDTRACE_STORE", "MIDTRACE_HOST", "MIDTRACE_HTTP_PORT",
                  "MIDTRACE_GRPC_PORT", "MIDTRACE_MAX_BODY_MB", "MIDTRACE_QUEUE_SIZE",
                  "MIDTRACE_NO_TEXT", "MIDTRACE_FORWARD", "MIDTRACE_FORWARD_HEADERS",
-                 "MIDTRACE_FORWARD_QUEUE", "MIDTRACE_TOKEN")
+                 "MIDTRACE_FORWARD_QUEUE", "MIDTRACE_TOKEN", "MIDTRACE_MEMORY_LIMIT")
 
 
 class LaunchError(Exception):
@@ -172,6 +172,8 @@ def collector_command(settings: CollectorSettings) -> tuple[list[str], dict[str,
             "--forward-queue", str(settings.forward_queue)]
     if settings.derive_workers is not None:
         argv += ["--derive-workers", str(settings.derive_workers)]
+    if settings.memory_limit is not None:
+        argv += ["--memory-limit", f"{settings.memory_limit}B"]
     if not settings.keep_text:
         argv.append("--no-text")
     if settings.prices is not None:

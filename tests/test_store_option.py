@@ -107,3 +107,43 @@ def test_a_chdb_store_opens_through_clickhouse_connect_with_the_session_settings
     conn.insert("t", pa.table({"x": [3, 1, 2]}))
     assert conn.query("SELECT sum(x) AS s FROM t WHERE x >= {lo:Int64}", {"lo": 2}).to_pylist() \
         == [{"s": 5}]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--memory-limit", "lots"], "'lots' is not a size"),
+    (["--memory-limit", "512"], "'512' is not a size"),
+    (["--memory-limit", "32MB"], "--memory-limit 32MB is too small"),
+    (["--store", "chdb:///tmp/x", "--memory-limit", "1GB"], "a ClickHouse server's memory"),
+])
+def test_a_memory_limit_midtrace_cannot_use_is_a_usage_error(args: list[str], message: str,
+                                                            tmp_path: Path) -> None:
+    store = [] if "--store" in args else ["--store", str(tmp_path / "m.duckdb")]
+    result = CliRunner().invoke(cli, ["collector", *store, *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "m.duckdb").exists()
+
+
+def test_a_memory_limit_holds_duckdb_and_its_log_to_it_and_outlives_a_reopen(
+        tmp_path: Path) -> None:
+    from midtrace.collector.settings import parse_size
+    from midtrace.collector.storage.database import CHECKPOINT_THRESHOLD
+    from midtrace.collector.storage.store import Store
+    from midtrace.collector.storage.writer import MAX_BACKLOG_BYTES, backlog_bytes
+
+    def settings(store: Store) -> tuple[str, str]:
+        return store.conn.execute("SELECT current_setting('memory_limit'), "
+                                  "current_setting('checkpoint_threshold')").fetchone()  # type: ignore[return-value]
+
+    limit = parse_size("200MiB")
+    store = Store.open(tmp_path / "m.duckdb", memory_limit=limit)
+    assert settings(store) == ("200.0 MiB", "50.0 MiB")
+    store.reopen()
+    assert settings(store) == ("200.0 MiB", "50.0 MiB")
+    store.close()
+    default = Store.open(tmp_path / "d.duckdb")
+    assert settings(default)[1] == f"{parse_size(CHECKPOINT_THRESHOLD) / 2**20:.1f} MiB"
+    default.close()
+    assert backlog_bytes(None) == MAX_BACKLOG_BYTES
+    assert backlog_bytes(limit) == limit // 4 < MAX_BACKLOG_BYTES
+    assert backlog_bytes(4 << 30) == MAX_BACKLOG_BYTES

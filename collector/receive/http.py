@@ -42,7 +42,7 @@ from midtrace.collector.storage.appender import Appender, Freshness, SharedAppen
 from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import WriteJob, open_writable
-from midtrace.collector.storage.writer import QueueFull, Writer
+from midtrace.collector.storage.writer import QueueFull, Writer, backlog_bytes
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +197,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             "failed_jobs": c.failed_jobs, "normalize_errors": c.normalize_errors,
             "text": "stored" if settings.keep_text else "not stored (--no-text)",
             "token_required": settings.token is not None,
+            "memory_limit_bytes": settings.memory_limit,
             "store_reopens": getattr(appender, "reopens", 0),
             **intake.health(),
         }, status_code=200 if ready else 503)
@@ -265,7 +266,8 @@ def _open_writer(settings: CollectorSettings) -> Writer:
     after acknowledging them) are derived first, and rows are derived in the writer thread;
     more collectors, not workers, spread the work (docs/clickhouse.md)."""
     target = parse_store(settings.db)
-    store = open_writable(target, keep_text=settings.keep_text, prices=settings.prices)
+    store = open_writable(target, keep_text=settings.keep_text, prices=settings.prices,
+                          memory_limit=settings.memory_limit)
     if isinstance(target, ClickHouseURL):
         recovered = store.recover().traces
         if recovered:
@@ -281,7 +283,8 @@ def _open_writer(settings: CollectorSettings) -> Writer:
     store.forbid_external_access()
     workers = default_workers() if settings.derive_workers is None else settings.derive_workers
     pool = DerivePool(workers) if workers else None
-    return Writer(store, max_queue=settings.queue_size, pool=pool).start()
+    return Writer(store, max_queue=settings.queue_size, pool=pool,
+                  max_backlog_bytes=backlog_bytes(settings.memory_limit)).start()
 
 
 async def _serve(app: Starlette, sock: socket.socket, intake: Intake,

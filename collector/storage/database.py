@@ -15,6 +15,8 @@ from pathlib import Path
 
 import duckdb
 
+from midtrace.collector.settings import parse_size
+
 # DuckDB's main file header: an 8-byte checksum, then these magic bytes.
 _MAGIC = b"DUCK"
 _MAGIC_AT = 8
@@ -42,13 +44,28 @@ class DatabaseBusy(StoreError):
 CHECKPOINT_THRESHOLD = "256MB"
 
 
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file, or raise a StoreError that says what is wrong with it."""
+def writer_config(memory_limit: int | None = None) -> dict[str, str]:
+    """DuckDB's settings for the store's writer. ``memory_limit`` (bytes; None: DuckDB's
+    default, 80% of the machine's memory) caps DuckDB's cache. Blocks written since the last
+    checkpoint must stay in that memory, so under a limit the write-ahead log is folded in
+    once it reaches a quarter of it (held to 128 MB with the log at 256 MB, DuckDB could not
+    commit after a few hundred OpenInference requests; with the log at 32 MB it took 20,000)."""
+    if memory_limit is None:
+        return {"checkpoint_threshold": CHECKPOINT_THRESHOLD}
+    log_bytes = min(parse_size(CHECKPOINT_THRESHOLD), memory_limit // 4)
+    return {"memory_limit": f"{memory_limit >> 20}MiB",
+            "checkpoint_threshold": f"{log_bytes >> 20}MiB"}
+
+
+def connect(path: str | Path, read_only: bool = False,
+            memory_limit: int | None = None) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file, or raise a StoreError that says what is wrong with it.
+    ``memory_limit``: see ``writer_config`` (a read-only client keeps DuckDB's default)."""
     path = Path(path)
     _check_header(path)
     try:
         return duckdb.connect(str(path), read_only=read_only,
-                              config={} if read_only else {"checkpoint_threshold": CHECKPOINT_THRESHOLD})
+                              config={} if read_only else writer_config(memory_limit))
     except duckdb.Error as e:
         message = str(e)
         if isinstance(e, duckdb.IOException) and "lock" in message.lower():

@@ -74,7 +74,7 @@ class WriteStats:
 
 
 def open_writable(target: Path | ClickHouseURL, keep_text: bool = True,
-                  prices: Path | None = None) -> Any:
+                  prices: Path | None = None, memory_limit: int | None = None) -> Any:
     """The store ``target`` names, open for writing: a DuckDB file (Store) or a ClickHouse
     store (ClickHouseStore), which take the same jobs. Nothing a stop left underived is
     derived here: callers that read run ``recover`` (commands/options.py, open_store)."""
@@ -82,7 +82,7 @@ def open_writable(target: Path | ClickHouseURL, keep_text: bool = True,
         from midtrace.collector.storage.clickhouse_store import ClickHouseStore
 
         return ClickHouseStore.open(target, keep_text=keep_text, prices=prices)
-    return Store.open(target, keep_text=keep_text, prices=prices)
+    return Store.open(target, keep_text=keep_text, prices=prices, memory_limit=memory_limit)
 
 
 def open_read_only(path: str | Path) -> duckdb.DuckDBPyConnection:
@@ -264,8 +264,10 @@ class Store:
     """The one writer of a midtrace database."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, keep_text: bool = True,
-                 path: str | Path | None = None, prices: Path | None = None) -> None:
+                 path: str | Path | None = None, prices: Path | None = None,
+                 memory_limit: int | None = None) -> None:
         self.path = path
+        self.memory_limit = memory_limit  # bytes of DuckDB's cache (database.writer_config)
         self.keep_text = keep_text
         self.prices = prices  # the price table file; None: MIDTRACE_PRICES, else the shipped one
         # Held by every write, and by ``reopen`` while it swaps the connection.
@@ -288,14 +290,17 @@ class Store:
         self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
 
     @classmethod
-    def open(cls, path: str | Path, keep_text: bool = True, prices: Path | None = None) -> Store:
+    def open(cls, path: str | Path, keep_text: bool = True, prices: Path | None = None,
+             memory_limit: int | None = None) -> Store:
         """The store in the file at ``path`` (created if missing), brought up to date, with
         the price table ``prices`` (midtrace/prices.py: None is MIDTRACE_PRICES, else the
-        shipped one); a file midtrace cannot use raises StoreError with a one-line message."""
-        conn = connect(path)
+        shipped one) and DuckDB's cache held to ``memory_limit`` bytes (None: DuckDB's
+        default); a file midtrace cannot use raises StoreError with a one-line message."""
+        conn = connect(path, memory_limit=memory_limit)
         try:
             check_layout(conn, path, writable=True)
-            return cls(conn, keep_text=keep_text, path=path, prices=prices)
+            return cls(conn, keep_text=keep_text, path=path, prices=prices,
+                       memory_limit=memory_limit)
         except StoreError:
             conn.close()
             raise
@@ -311,7 +316,8 @@ class Store:
 
     def reopen(self) -> None:
         """Open the file again: DuckDB invalidates a database whose checkpoint failed (a full
-        disk), and only a new instance can use it. Raises StoreError while it cannot."""
+        disk), and one out of memory may hold a transaction nothing ends; only a new instance
+        can use it. Raises StoreError while it cannot."""
         if self.path is None:
             raise StoreError("this store was not opened from a file and cannot be reopened")
         with self.lock:
@@ -319,7 +325,7 @@ class Store:
                 self.conn.close()
             except duckdb.Error:
                 pass
-            self._setup(connect(self.path))
+            self._setup(connect(self.path, memory_limit=self.memory_limit))
             if not self._external_access:
                 forbid_external_access(self.conn)
 

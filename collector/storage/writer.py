@@ -75,6 +75,14 @@ POOL_BATCH_SPANS = 1_500  # spans per worker task: small enough to keep the work
 
 MAX_BACKLOG_BYTES = 96 * 1024 * 1024  # raw exports waiting to be derived, at most: what
 # bounds the collector's memory when exports are large (a batch of long prompts is megabytes)
+
+
+def backlog_bytes(memory_limit: int | None) -> int:
+    """The bound on raw exports waiting to be derived, under DuckDB's ``memory_limit``: they
+    wait in the intake log, whose blocks stay in DuckDB's memory until derived, so at most a
+    quarter of it (held to 64 MiB with 96 MB waiting, DuckDB could not checkpoint)."""
+    return MAX_BACKLOG_BYTES if memory_limit is None else min(MAX_BACKLOG_BYTES, memory_limit // 4)
+
 MERGE_SPANS = 6_000  # the groups whose rows are ready are stored in one commit while they
 # hold fewer spans than this: a commit's evidence refresh costs about 40 ms however few
 # requests it covers (Store.apply)

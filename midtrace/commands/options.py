@@ -20,6 +20,7 @@ import click
 from midtrace.collector.settings import (
     DEFAULT_FORWARD_QUEUE, DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_HTTP_PORT, DEFAULT_MAX_BODY_MB,
     DEFAULT_QUEUE_SIZE, ClickHouseURL, CollectorSettings, SettingsError, parse_store, store_path)
+from midtrace.collector.settings import memory_limit as parse_memory_limit
 from midtrace.supervise import DEFAULT_DASHBOARD_PORT
 
 EXIT_USAGE = 2
@@ -169,6 +170,10 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
                      help="Worker processes that derive rows from acknowledged exports "
                           "[default: the cores but one, at least 1]; 0 derives in the writer "
                           "thread."),
+        click.option("--memory-limit", envvar="MIDTRACE_MEMORY_LIMIT", show_envvar=True,
+                     default=None, metavar="SIZE",
+                     help="Memory DuckDB may keep for the store's cache, e.g. 512MB or 2GiB "
+                          "[default: DuckDB's, 80% of the machine's memory]."),
         click.option("--no-text", envvar="MIDTRACE_NO_TEXT", show_envvar=True, is_flag=True,
                      help="Store no free text from the traces (questions, answers, prompts, "
                           "documents, tool calls, notes): ids, labels, numbers, offsets and "
@@ -194,7 +199,8 @@ def collector_options(fn):  # type: ignore[no-untyped-def]
 def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, token: str | None,
                         max_body_mb: int, queue_size: int, derive_workers: int | None, no_text: bool,
                         forward: tuple[str, ...], forward_header: tuple[str, ...],
-                        forward_queue: int, prices_file: Path | None = None) -> CollectorSettings:
+                        forward_queue: int, prices_file: Path | None = None,
+                        memory_limit: str | None = None) -> CollectorSettings:
     """Check the collector's options and build its settings; usage errors exit 2."""
     from urllib.parse import unquote
 
@@ -211,12 +217,17 @@ def collector_settings(db: Path, host: str, http_port: int, grpc_port: int, toke
             traces_url(url)
         except ValueError as e:
             fail(str(e), EXIT_USAGE)
+    try:
+        limit = parse_memory_limit(memory_limit)
+    except SettingsError as e:
+        fail(str(e), EXIT_USAGE)
     settings = CollectorSettings(db=str(db), host=host, http_port=http_port,
                                  max_body_bytes=max_body_mb * 1024 * 1024, queue_size=queue_size,
                                  derive_workers=derive_workers,
                                  grpc_port=grpc_port, token=token, keep_text=not no_text,
                                  forward=forward, forward_headers=headers,
-                                 forward_queue=forward_queue, prices=prices_file)
+                                 forward_queue=forward_queue, prices=prices_file,
+                                 memory_limit=limit)
     try:
         settings.check()
     except SettingsError as e:

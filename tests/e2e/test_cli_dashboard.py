@@ -148,7 +148,7 @@ def test_a_child_collector_gets_every_setting_and_no_secret_in_argv(
         queue_size=9, derive_workers=2, grpc_port=0, token="tok,en=1", keep_text=False,
         forward=("http://a:1", "http://b:2/v1/traces"),
         forward_headers={"Authorization": "Basic a,b=c", "X-Team": "rag"}, forward_queue=11,
-        prices=prices)
+        prices=prices, memory_limit=300 << 20)
     assert all(getattr(settings, f.name) != f.default for f in fields(CollectorSettings)
                if f.default is not MISSING), "give every field a non-default value"
     argv, env = collector_command(settings)
