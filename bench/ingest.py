@@ -30,6 +30,7 @@ core over the time to derive everything.
     .venv/bin/python bench/ingest.py --requests 5000 --run own
     .venv/bin/python bench/ingest.py --profile own        # cProfile of the write path in-process
     .venv/bin/python bench/ingest.py --derive-workers 0,1 # the writer thread alone vs a worker
+    .venv/bin/python bench/ingest.py --memory-limits none,256MB  # DuckDB's default vs a cap
     .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb  # into a 1M-request file
     .venv/bin/python bench/ingest.py --run own --chdb     # a collector on DuckDB vs one on chdb
 """
@@ -410,7 +411,8 @@ def cached_batches(run: str, n: int, seed: int, cache: Path | None) -> tuple[lis
 def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
              workdir: Path, cache: Path | None = None, checkout: Path = ROOT,
              label: str = "this checkout", derive_workers: int | None = None,
-             into: Path | None = None, engine: str = "duckdb") -> dict[str, Any]:
+             into: Path | None = None, engine: str = "duckdb",
+             memory_limit: str | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
@@ -439,7 +441,8 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     collector = subprocess.Popen(
         [python, "-m", "midtrace", "collector", "--store", store, "--http-port", "0",
          "--grpc-port", "0", "--queue-size", str(queue_size)]
-        + ([] if derive_workers is None else ["--derive-workers", str(derive_workers)]),
+        + ([] if derive_workers is None else ["--derive-workers", str(derive_workers)])
+        + ([] if memory_limit is None else ["--memory-limit", memory_limit]),
         cwd=checkout, stdout=subprocess.PIPE, text=True)
     assert collector.stdout is not None
     line = collector.stdout.readline()
@@ -610,6 +613,11 @@ def main() -> None:
     parser.add_argument("--derive-workers", type=lambda v: [int(x) for x in v.split(",")],
                         help="run this checkout once per value of the collector's "
                              "--derive-workers, alternating, e.g. 0,1")
+    parser.add_argument("--memory-limits", type=lambda v: [None if x == "none" else x
+                                                           for x in v.split(",")],
+                        help="run this checkout once per value of the collector's "
+                             "--memory-limit, alternating; none: DuckDB's default, "
+                             "e.g. none,256MB")
     parser.add_argument("--into", type=Path,
                         help="start every run from a copy of this store, e.g. the 1M-request "
                              "file bench/views.py builds, to see how a full file slows ingest")
@@ -623,25 +631,32 @@ def main() -> None:
             profile(args.profile, args.requests, args.seed, Path(tmp))
             return
         runs = ["own", "openinference"] if args.run == "both" else [args.run]
-        checkouts: list[tuple[Path, str, int | None, str]] = [(ROOT, "this checkout", None, "duckdb")]
+        # (checkout, label, --derive-workers, engine, --memory-limit)
+        checkouts: list[tuple[Path, str, int | None, str, str | None]] = [
+            (ROOT, "this checkout", None, "duckdb", None)]
         if args.derive_workers:
-            checkouts = [(ROOT, f"{w} derive workers", w, "duckdb") for w in args.derive_workers]
+            checkouts = [(ROOT, f"{w} derive workers", w, "duckdb", None)
+                         for w in args.derive_workers]
+        if args.memory_limits:
+            checkouts = [(ROOT, f"memory limit {m or 'none'}", None, "duckdb", m)
+                         for m in args.memory_limits]
         if args.baseline:  # with --derive-workers, the baseline runs with each count too
             checkouts += [(args.baseline.resolve(),
-                           "baseline" if w is None else f"baseline, {w} derive workers", w, "duckdb")
+                           "baseline" if w is None else f"baseline, {w} derive workers", w,
+                           "duckdb", None)
                           for w in (args.derive_workers or [None])]
         if args.chdb:
-            checkouts.append((ROOT, "chdb", None, "chdb"))
+            checkouts.append((ROOT, "chdb", None, "chdb", None))
         results = []
         for r in runs:
             for k in range(args.repeats):  # A, B, A, B: the two compared under the same load
                 # A seed per repeat: Phoenix keeps a span id once, so a repeated batch would
                 # cost it nothing; every checkout of a repeat gets the same batches.
                 seed = args.seed + k
-                for checkout, label, workers, engine in checkouts:
+                for checkout, label, workers, engine, limit in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
                                             seed, Path(tmp), args.cache, checkout, label, workers,
-                                            args.into, engine))
+                                            args.into, engine, limit))
                 if args.phoenix:
                     results.append(phoenix_once(r, args.requests, args.connections, seed,
                                                 Path(tmp), args.phoenix, args.phoenix_pid,
@@ -676,7 +691,7 @@ def main() -> None:
                 cells.append(f"{ms:.2f} ({busy:.0f}%)")
             print(f"| {r['run']} | {r['checkout']} | " + " | ".join(cells) + " |")
     first = checkouts[0][1]
-    others = [label for _, label, _, _ in checkouts[1:]] + (["Phoenix"] if args.phoenix else [])
+    others = [label for _, label, *_ in checkouts[1:]] + (["Phoenix"] if args.phoenix else [])
     for other in others:
         print(f"\nratio {first} / {other} (mean of the alternating runs):")
         for run in runs:
