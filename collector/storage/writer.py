@@ -79,9 +79,14 @@ MAX_BACKLOG_BYTES = 96 * 1024 * 1024  # raw exports waiting to be derived, at mo
 
 def backlog_bytes(memory_limit: int | None) -> int:
     """The bound on raw exports waiting to be derived, under DuckDB's ``memory_limit``: they
-    wait in the intake log, whose blocks stay in DuckDB's memory until derived, so at most a
-    quarter of it (held to 64 MiB with 96 MB waiting, DuckDB could not checkpoint)."""
-    return MAX_BACKLOG_BYTES if memory_limit is None else min(MAX_BACKLOG_BYTES, memory_limit // 4)
+    wait in the intake log, whose blocks stay in DuckDB's memory until derived, so at most
+    three eighths of it. Held to 64 MiB with 96 MB let wait, DuckDB could not checkpoint;
+    with a half or three eighths of it, 20,000 OpenInference requests were derived in 39 s,
+    with a quarter in 50 s (one run each, none failed)."""
+    if memory_limit is None:
+        return MAX_BACKLOG_BYTES
+    return min(MAX_BACKLOG_BYTES, memory_limit * 3 // 8)
+
 
 MERGE_SPANS = 6_000  # the groups whose rows are ready are stored in one commit while they
 # hold fewer spans than this: a commit's evidence refresh costs about 40 ms however few

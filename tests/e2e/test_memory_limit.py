@@ -1,7 +1,7 @@
 """``--memory-limit``: DuckDB's cache held to a size, through the whole collector.
 
 Under a limit the collector folds DuckDB's write-ahead log in at a quarter of it and lets at
-most a quarter of it wait to be derived (database.writer_config, writer.backlog_bytes):
+most three eighths of it wait to be derived (database.writer_config, writer.backlog_bytes):
 without that, blocks written since the last checkpoint filled the memory and DuckDB could no
 longer commit. Recovery when DuckDB does run out of memory is tested in test_writer.py."""
 
