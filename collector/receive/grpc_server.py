@@ -23,6 +23,7 @@ from midtrace.collector.receive.auth import token_matches
 from midtrace.collector.receive.forward import Batch
 from midtrace.collector.intake.accept import Intake
 from midtrace.collector.receive.bodies import PROTOBUF, SpanCheck, logs_answer, traces_answer
+from midtrace.collector.storage.appender import ExportTooLarge
 from midtrace.collector.storage.writer import QueueFull
 from midtrace.collector.intake.genai_events import event_spans, parse_logs_protobuf
 from midtrace.collector.intake.otlp import PayloadError, parse_protobuf
@@ -56,6 +57,8 @@ def _service(name: str, what: str, token: str | None,
             check = await store(body)
         except PayloadError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except ExportTooLarge as e:  # no retry delay: the same export would be refused again
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except QueueFull as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e),
                                 trailing_metadata=(("google.rpc.retryinfo-bin", _retry_info()),))

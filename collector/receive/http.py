@@ -38,7 +38,7 @@ from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_trace_export, SpanCheck, logs_answer,
     traces_answer)
 from midtrace.collector.settings import ClickHouseURL, CollectorSettings, parse_store
-from midtrace.collector.storage.appender import Appender, Freshness, SharedAppender
+from midtrace.collector.storage.appender import Appender, ExportTooLarge, Freshness, SharedAppender
 from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import WriteJob, open_writable
@@ -101,7 +101,9 @@ def build_intake(writer: Writer, settings: CollectorSettings,
         return Intake(shared, forwarders, keep_text=settings.keep_text)
     appender = Appender(IntakeLog(writer.store.conn), writer, freshness,
                         max_queue=settings.queue_size,
-                        on_reopen=lambda: recover(writer.store)).start()
+                        on_reopen=lambda: recover(writer.store),
+                        max_export_bytes=(None if settings.memory_limit is None
+                                          else backlog_bytes(settings.memory_limit))).start()
     writer.on_fatal = appender.mark_broken
     return Intake(appender, forwarders, keep_text=settings.keep_text)
 
@@ -130,6 +132,9 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             return _status(answer_kind, 500, f"{what} could not be read: {e!r}")
         try:
             check = await store(parsed, raw)
+        except ExportTooLarge as e:
+            log.info("refused %s: %s", what, e)
+            return _status(answer_kind, 413, str(e))
         except QueueFull as e:
             return _status(answer_kind, 503, str(e), {"Retry-After": RETRY_AFTER_SECONDS})
         except Exception as e:

@@ -42,6 +42,11 @@ class StoreUnavailable(QueueFull):
     """The store cannot write now (e.g. the disk is full): retry later."""
 
 
+class ExportTooLarge(ValueError):
+    """One export is more than may wait to be derived (under ``--memory-limit``): retrying
+    cannot help (413 / RESOURCE_EXHAUSTED without a retry delay)."""
+
+
 REOPEN_INTERVAL_SECONDS = 1.0
 _WAKE = object()  # put on the queue by mark_broken
 
@@ -95,8 +100,12 @@ class _Item:
 class Appender:
     def __init__(self, intake_log: IntakeLog, writer: Writer, freshness: Freshness,
                  max_queue: int = 64, max_group: int = 16,
-                 on_reopen: Callable[[], object] | None = None) -> None:
+                 on_reopen: Callable[[], object] | None = None,
+                 max_export_bytes: int | None = None) -> None:
         self.log = intake_log
+        # Under --memory-limit, an export larger than may wait to be derived is refused: DuckDB
+        # may have no room for it at all (writer.backlog_bytes).
+        self.max_export_bytes = max_export_bytes
         self.on_reopen = on_reopen
         self.unwritable: str | None = None
         self._broken = False  # DuckDB invalidated the database: reopen before the next append
@@ -131,6 +140,12 @@ class Appender:
         the export id once the append is committed."""
         if self._closed:
             raise RuntimeError("appender is closed")
+        if self.max_export_bytes is not None and len(export.body) > self.max_export_bytes:
+            raise ExportTooLarge(
+                f"an export of {len(export.body) / 1e6:.1f} MB is more than this collector lets "
+                f"wait to be derived under its --memory-limit ({self.max_export_bytes / 1e6:.1f} "
+                "MB): send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE) or raise "
+                "--memory-limit")
         if self.unwritable and time.monotonic() - self._last_attempt < REOPEN_INTERVAL_SECONDS:
             raise StoreUnavailable(f"{self.unwritable}; retry shortly")
         if self.writer.depth >= self.writer.capacity:

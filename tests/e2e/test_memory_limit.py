@@ -15,7 +15,8 @@ import httpx
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from midtrace.schemas.encode import record_request
 from midtrace.schemas.model import Chunk, Placement, RagRecord
@@ -69,3 +70,46 @@ def test_a_collector_held_to_its_memory_limit_derives_everything_it_acknowledged
         proc.stop()
     assert rows(db, "SELECT count(*), count(DISTINCT text_hash) FROM chunks") == [(20 * n, 20 * n)]
     assert "Traceback" not in (tmp_path / "collector.log").read_text()
+
+
+def test_an_export_larger_than_the_limit_lets_wait_is_refused_for_good_and_nothing_else(
+        tmp_path: Path) -> None:
+    """Held to 64MiB, DuckDB had no room for a 40 MB export: the append failed, the store had
+    to be reopened, and the exporter retried the 503 in vain. Such an export is refused at
+    once with an error no exporter retries (413 / RESOURCE_EXHAUSTED), the store untouched."""
+    import grpc
+
+    from midtrace.collector.intake import otlp
+    from tests.e2e.test_grpc_overload import batch_of_spans, raw_grpc_export
+
+    big_text = "".join(random.Random(5).choices(string.ascii_lowercase, k=1_000_000))
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("t").start_as_current_span("llm") as llm:
+        record_request(llm, RagRecord(question="q", chunks=tuple(
+            Chunk(f"big-{j}", stage="retrieved", text=f"{j} {big_text}") for j in range(30))))
+    big = otlp.encode_sdk_spans(memory.get_finished_spans()).SerializeToString()
+    assert len(big) > 3 * LIMIT // 8  # more than may wait, less than --max-body-mb
+    small = otlp.encode_sdk_spans(batch_of_spans(5, "small")).SerializeToString()
+    proc = start_collector(tmp_path / "big.duckdb", tmp_path / "collector.log",
+                           "--memory-limit", "64MiB")
+    try:
+        answer = httpx.post(proc.url + "/v1/traces", content=big, timeout=60,
+                            headers={"content-type": "application/x-protobuf"})
+        assert answer.status_code == 413, answer.text
+        assert "--memory-limit" in answer.text
+        assert "retry-after" not in answer.headers
+        assert proc.grpc is not None
+        code, _, details = raw_grpc_export(proc.grpc, big)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "--memory-limit" in details
+        answer = httpx.post(proc.url + "/v1/traces", content=small, timeout=60,
+                            headers={"content-type": "application/x-protobuf"})
+        assert answer.status_code == 200, answer.text
+        requests = httpx.get(proc.url + "/api/v1/requests", params={"fresh": "1", "limit": "1"},
+                             timeout=30).json()
+        assert requests["total"] == 5
+        health = httpx.get(proc.url + "/healthz", timeout=10).json()
+        assert (health["status"], health["store_reopens"]) == ("ready", 0)
+    finally:
+        proc.stop()
