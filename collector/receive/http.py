@@ -103,7 +103,7 @@ def build_intake(writer: Writer, settings: CollectorSettings,
                         max_queue=settings.queue_size,
                         on_reopen=lambda: recover(writer.store),
                         max_export_bytes=(None if settings.memory_limit is None
-                                          else backlog_bytes(settings.memory_limit))).start()
+                                          else writer.max_backlog_bytes)).start()
     writer.on_fatal = appender.mark_broken
     return Intake(appender, forwarders, keep_text=settings.keep_text)
 
@@ -203,7 +203,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             "text": "stored" if settings.keep_text else "not stored (--no-text)",
             "token_required": settings.token is not None,
             "memory_limit_bytes": settings.memory_limit,
-            "store_reopens": getattr(appender, "reopens", 0),
+            "store_reopens": appender.reopens,
             **intake.health(),
         }, status_code=200 if ready else 503)
 

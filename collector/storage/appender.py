@@ -178,14 +178,12 @@ class Appender:
                     continue
                 if item is STOP:
                     return
-                if item is _WAKE:  # the writer found the store broken: reopen it now
-                    if self._broken:
-                        self._try_reopen()
-                    continue
                 group, stopping = take_group(self._queue, item, lambda g: len(g) < self.max_group)
-                group = [i for i in group if i is not _WAKE]  # _durable reopens a broken store
+                group = [i for i in group if i is not _WAKE]
                 if group:
-                    self._append(group)
+                    self._append(group)  # reopens a broken store first (_durable)
+                elif self._broken:  # woken by mark_broken alone: reopen now
+                    self._try_reopen()
                 if stopping:
                     return
         except BaseException as e:  # pragma: no cover - a bug; make it visible, not silent

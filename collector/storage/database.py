@@ -53,8 +53,7 @@ def writer_config(memory_limit: int | None = None) -> dict[str, str]:
     if memory_limit is None:
         return {"checkpoint_threshold": CHECKPOINT_THRESHOLD}
     log_bytes = min(parse_size(CHECKPOINT_THRESHOLD), memory_limit // 4)
-    return {"memory_limit": f"{memory_limit >> 20}MiB",
-            "checkpoint_threshold": f"{log_bytes >> 20}MiB"}
+    return {"memory_limit": f"{memory_limit}B", "checkpoint_threshold": f"{log_bytes}B"}
 
 
 def connect(path: str | Path, read_only: bool = False,

@@ -11,6 +11,7 @@ import random
 import string
 from pathlib import Path
 
+import grpc
 import httpx
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -18,9 +19,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from midtrace.collector.intake import otlp
 from midtrace.schemas.encode import record_request
 from midtrace.schemas.model import Chunk, Placement, RagRecord
 from tests.e2e.test_collector import rows
+from tests.e2e.test_grpc_overload import batch_of_spans, raw_grpc_export
 from tests.procs import start_collector
 
 LIMIT = 64 << 20  # the least --memory-limit accepts
@@ -77,11 +80,6 @@ def test_an_export_larger_than_the_limit_lets_wait_is_refused_for_good_and_nothi
     """Held to 64MiB, DuckDB had no room for a 40 MB export: the append failed, the store had
     to be reopened, and the exporter retried the 503 in vain. Such an export is refused at
     once with an error no exporter retries (413 / RESOURCE_EXHAUSTED), the store untouched."""
-    import grpc
-
-    from midtrace.collector.intake import otlp
-    from tests.e2e.test_grpc_overload import batch_of_spans, raw_grpc_export
-
     big_text = "".join(random.Random(5).choices(string.ascii_lowercase, k=1_000_000))
     provider = TracerProvider()
     memory = InMemorySpanExporter()
