@@ -134,6 +134,33 @@ def test_workers_derive_what_the_writer_thread_derives(
         assert got[name] == expected[name], f"{name} differs: {len(got[name])} vs {len(expected[name])}; {extra[:2]}"
 
 
+def site_packages_mapped(pid: int) -> set[str]:
+    """The installed packages whose files (extension modules) a process has mapped."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {line.split("site-packages/", 1)[1].split("/")[0].split(".")[0].lstrip("_")
+            for line in maps.splitlines() if "site-packages/" in line}
+
+
+def test_a_worker_derives_without_loading_pandas_or_duckdb(
+        split_exports: tuple[list[list[SpanRecord]], list[list[SpanRecord]]]) -> None:
+    """Together they took about 57 MB of every worker's memory, and a worker needs neither:
+    pyarrow builds its columns (tz-aware times included) without pandas, and a worker never
+    opens the database. The rows it makes are checked above against the writer thread's."""
+    first, _ = split_exports
+    pool = DerivePool(1)
+    try:
+        exports = [RawExport(records_to_request(spans).SerializeToString(), PROTOBUF)
+                   for spans in first if spans]
+        prepared = pool.submit(exports, True).result(120)
+        assert prepared.tables["requests"].num_rows > 50
+        assert str(prepared.tables["requests"].schema.field("time").type) == "timestamp[us, tz=UTC]"
+        mapped = site_packages_mapped(pool.pids[0])
+        assert "pyarrow" in mapped, mapped  # the check sees what a worker loads
+        assert not mapped & {"pandas", "duckdb"}, mapped
+    finally:
+        pool.close()
+
+
 def test_workers_do_not_run_the_parents_script_again(tmp_path: Path) -> None:
     """A spawned child imports its parent's ``__main__``; when that is a script (as under a
     test harness that runs an app, or in a notebook) the workers must still start."""

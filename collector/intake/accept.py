@@ -20,7 +20,8 @@ from midtrace.collector.receive.bodies import (
     PROTOBUF, REDACTED_PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans)
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.storage.appender import Appender
-from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+from midtrace.collector.storage.intake_log import IntakeLog
+from midtrace.collector.storage.raw_export import RawExport
 from midtrace.collector.storage.redact import redact_span
 from midtrace.collector.storage.derive import spans_of_raw
 from midtrace.collector.storage.store import Store, WriteJob

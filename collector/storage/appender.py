@@ -28,7 +28,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
-from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+from midtrace.collector.storage.intake_log import IntakeLog
+from midtrace.collector.storage.raw_export import RawExport
 from midtrace.collector.storage.database import first_line, is_fatal, is_unreachable
 from midtrace.collector.storage.store import WriteJob
 from midtrace.collector.storage.threads import STOP, NamedThread, settle, stop, take_group

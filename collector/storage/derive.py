@@ -42,11 +42,12 @@ import pyarrow as pa
 from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.receive.bodies import (
     REDACTED_PROTOBUF, check_spans, decompress, parse_traces)
-from midtrace.collector.storage.intake_log import RawExport
+from midtrace.collector.storage.raw_export import RawExport
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, resolve
 from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.collector.storage.threads import NamedThread, name_this_thread
+from midtrace.collector.storage.worker import serve as serve_in_worker
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.span import SpanRecord
 
@@ -304,7 +305,7 @@ class DerivePool:
             with _without_main_module():
                 for _ in range(workers):
                     ours, theirs = context.Pipe()
-                    process = context.Process(target=_serve, args=(theirs,),
+                    process = context.Process(target=serve_in_worker, args=(theirs,),
                                               name="midtrace-derive", daemon=True)
                     process.start()
                     theirs.close()  # only the worker holds its end: its death is our EOF

@@ -17,20 +17,12 @@ import duckdb
 import pyarrow as pa
 
 from midtrace.collector.storage.execute import transaction
+from midtrace.collector.storage.raw_export import RawExport
 from midtrace.sql import sqlfiles
 
 _SCHEMA = pa.schema([("export_id", pa.int64()), ("received_at", pa.timestamp("us", tz="UTC")),
                      ("content_type", pa.string()), ("content_encoding", pa.string()),
                      ("body", pa.binary())])
-
-
-@dataclass(frozen=True)
-class RawExport:
-    """One export as received: its body (still gzipped if it came so) and how to read it."""
-
-    body: bytes
-    content_type: str
-    content_encoding: str | None = None
 
 
 @dataclass(frozen=True)

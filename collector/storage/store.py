@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pandas  # noqa: F401  pyarrow imports it when it converts values (collector/storage/
+# rows.py): pay that at start-up, not in the first write. Derive workers do without it.
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,7 +32,7 @@ from midtrace.collector.storage.database import (
     RESTORE, StoreError, connect, describe, first_line, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.derive import Prepared
-from midtrace.collector.storage.intake_log import RawExport
+from midtrace.collector.storage.raw_export import RawExport
 from midtrace.collector.storage.known import KnownTraces
 from midtrace.collector.storage.layout import check_layout, older_evidence
 from midtrace.collector.storage.rows import Rows, graded_fields
