@@ -210,3 +210,22 @@ def test_no_compact_leaves_the_rewrite_to_the_next_prune(
     assert run.returncode == 0 and "deleted 0 trace(s)" in run.stdout, run.stderr
     assert "compacted" in run.stdout
     assert ERASED.encode() not in file_bytes(db)
+
+
+def test_a_trace_id_the_store_holds_nothing_of_is_named_not_counted(
+        traffic: Traffic, pruned_and_reference: tuple[Path, Path]) -> None:
+    db, _ = pruned_and_reference
+    erased, never = traffic.old_ids[0], "ab" * 16
+    store = Store.open(db)
+    try:
+        first = prune(store, trace_ids=[erased.upper(), never])
+        assert (first.traces, first.not_stored) == (1, [never])
+        assert first.spans > 0 and first.requests == 1
+        again = prune(store, trace_ids=[erased])  # erased already: nothing left to delete
+        assert (again.traces, again.spans, again.not_stored) == (0, 0, [erased])
+    finally:
+        store.close()
+    run = midtrace_cli("prune", "--store", str(db), "--trace-id", never, "--no-compact")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("deleted 0 trace(s): 0 spans"), run.stdout
+    assert f"not stored, so not deleted: 1 trace id(s) named: {never}" in run.stdout

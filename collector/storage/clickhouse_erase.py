@@ -44,8 +44,9 @@ PARTS_SECONDS = 120.0  # for replaced parts to leave the disk: chdb removes them
 
 def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
     """Delete every row of the traces ``trace_ids`` from the store on ``conn``, and the texts
-    nothing left refers to. Counted as DuckDB's prune counts: the traces named, and their spans,
-    current requests and outcomes.
+    nothing left refers to. Counted as DuckDB's prune counts: the traces it held anything of
+    (the others named are listed in ``not_stored``), and their spans, current requests and
+    outcomes.
 
     The texts go first, then the rows, table by table (parts/erase.sql). Nothing is lost if it
     stops part way: what is left of the traces is found again by the next erase of the same ids,
@@ -59,6 +60,9 @@ def erase(conn: clickhouse.Connection, trace_ids: Sequence[str]) -> PruneReport:
     found = conn.query(sqlfiles.query("erase_targets", engine=ENGINE),
                        {"trace_ids": chosen, "hashed": [request_id(t) for t in chosen]})
     targets = found.to_pylist()[0]
+    stored = set(targets["stored_traces"] or [])
+    report.traces = len(stored)
+    report.not_stored = [t for t in chosen if t not in stored]
     report.spans = int(targets["spans"] or 0)
     report.requests = int(targets["requests"] or 0)
     report.outcomes = int(targets["outcomes"] or 0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,23 +45,27 @@ def check_trace_id(trace_id: str) -> str:
 
 @dataclass
 class PruneReport:
-    traces: int = 0
+    traces: int = 0  # traces deleted: those the store held anything of
     spans: int = 0
     requests: int = 0
     outcomes: int = 0
+    not_stored: list[str] = field(default_factory=list)  # ids named that it held nothing of
 
 
 def prune(store: Store, older_than: timedelta | None = None, trace_ids: Sequence[str] = (),
           now: datetime | None = None) -> PruneReport:
     """Delete the named traces and those older than ``older_than``, in one transaction."""
     conn = store.conn
-    chosen = {check_trace_id(t) for t in trace_ids}
+    named = sorted({check_trace_id(t) for t in trace_ids})
+    chosen = {t for (t,) in conn.execute(sqlfiles.query("stored_traces"),
+                                          {"trace_ids": named}).fetchall()} if named else set()
+    not_stored = [t for t in named if t not in chosen]
     if older_than is not None:
         cutoff = (now or datetime.now(UTC)) - older_than
         cutoff_ns = int(cutoff.timestamp() * 1e9)
         chosen.update(t for (t,) in conn.execute(sqlfiles.query("traces_older_than"),
                                                   [cutoff_ns, cutoff]).fetchall())
-    report = PruneReport(traces=len(chosen))
+    report = PruneReport(traces=len(chosen), not_stored=not_stored)
     if not chosen:
         return report
     before = store.counts()

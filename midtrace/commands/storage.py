@@ -5,12 +5,16 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
     EXIT_USAGE, StoreCommand, fail, open_store, store_option, trace_id_option)
+
+if TYPE_CHECKING:
+    from midtrace.collector.storage.retention import PruneReport
 
 WRITE_ANY_STORE_HELP = ("Where midtrace stores traces: a DuckDB file path or duckdb:///path "
                         "(no collector may hold it), or a ClickHouse store: "
@@ -100,9 +104,7 @@ def prune(db: Path, older_than: str | None, trace_ids: tuple[str, ...], compact:
         store.close()
     if compact:
         compact_file(db)
-    click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
-               f"requests, {report.outcomes} outcomes from {db}"
-               + (" (file compacted)" if compact else ""))
+    _said(report, str(db), " (file compacted)" if compact else "")
 
 
 def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...],
@@ -134,8 +136,17 @@ def _retain(url: ClickHouseURL, age: timedelta | None, trace_ids: tuple[str, ...
             removed = (" (replaced parts removed)" if wait_for_replaced_parts(conn) else
                        " (replaced parts not yet removed: the next process holding the folder "
                        "removes them)")
-        click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
-                   f"requests, {report.outcomes} outcomes from {url}{removed}")
+        _said(report, str(url), removed)
+
+
+def _said(report: PruneReport, store: str, done: str) -> None:
+    """What ``prune`` deleted, and which of the trace ids it was given the store held nothing
+    of (a mistyped id, a trace erased already): those are named, not counted as deleted."""
+    click.echo(f"deleted {report.traces} trace(s): {report.spans} spans, {report.requests} "
+               f"requests, {report.outcomes} outcomes from {store}{done}")
+    if report.not_stored:
+        click.echo(f"not stored, so not deleted: {len(report.not_stored)} trace id(s) named: "
+                   + ", ".join(report.not_stored))
 
 
 @click.command(cls=StoreCommand)

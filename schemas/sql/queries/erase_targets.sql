@@ -5,7 +5,8 @@
 -- hashed id {hashed}, which a writer that stopped part way may have left rows under, unless
 -- another trace's rows use it), the texts their spans refer to and the chunk texts their
 -- chunks refer to (deleted only where nothing left refers to them), and what the report counts:
--- their spans (once each), current requests and outcomes, as DuckDB's prune counts them.
+-- the traces it holds anything of (stored_traces/DuckDB), their spans (once each), current
+-- requests and outcomes, as DuckDB's prune counts them.
 WITH erased AS (
     SELECT DISTINCT request_id FROM (
         SELECT request_id FROM derivations WHERE has({trace_ids:Array(String)}, trace_id)
@@ -28,6 +29,15 @@ SELECT
     (SELECT groupUniqArray(h) FROM (
         SELECT arrayJoin(text_refs) AS h FROM spans
         WHERE has({trace_ids:Array(String)}, trace_id))) AS text_hashes,
+    (SELECT groupUniqArray(trace_id) FROM (
+        SELECT trace_id FROM spans WHERE has({trace_ids:Array(String)}, trace_id)
+        UNION ALL
+        SELECT trace_id FROM requests_versions WHERE has({trace_ids:Array(String)}, trace_id)
+        UNION ALL
+        SELECT trace_id FROM derivations WHERE has({trace_ids:Array(String)}, trace_id)
+        UNION ALL
+        SELECT trace_id FROM outcomes WHERE has({trace_ids:Array(String)}, trace_id)))
+        AS stored_traces,
     (SELECT count() FROM (
         SELECT DISTINCT trace_id, span_id FROM spans
         WHERE has({trace_ids:Array(String)}, trace_id))) AS spans,
