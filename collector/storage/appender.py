@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
-from midtrace.collector.storage.intake_log import IntakeLog
+from midtrace.collector.storage.intake_log import AppendedThenInvalidated, IntakeLog
 from midtrace.collector.storage.raw_export import RawExport
 from midtrace.collector.storage.database import first_line, is_fatal, is_unreachable
 from midtrace.collector.storage.store import WriteJob
@@ -234,6 +234,15 @@ class Appender:
         self._last_attempt = time.monotonic()
         try:
             ids = self._durable(group)
+        except AppendedThenInvalidated as e:
+            # Durable: acknowledge it (a 503 would have the exporter send it again). Nothing
+            # more is appended until the store is reopened, in a second or at the next append.
+            ids = e.ids
+            self.last_error = str(e)
+            self.unwritable = f"the store cannot write: {first_line(e)}"
+            self._broken = True
+            log.error("the append of %d exports is durable and acknowledged, but the "
+                      "checkpoint after it failed: %s", len(group), first_line(e))
         except Exception as e:
             self.last_error = str(e)
             log.error("append of %d exports failed: %s", len(group), e)
@@ -241,9 +250,10 @@ class Appender:
             for item in group:
                 settle(item.future, error=error)
             return
-        if self.unwritable:
-            log.warning("the store writes again")
-        self.unwritable = None
+        else:
+            if self.unwritable:
+                log.warning("the store writes again")
+            self.unwritable = None
         self.appended += len(group)
         self.commits += 1
         self.freshness.acked(ids)

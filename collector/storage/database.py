@@ -128,6 +128,13 @@ def is_fatal(error: BaseException) -> bool:
             or _REOPEN.search(str(error)) is not None)
 
 
+def committed_anyway(error: BaseException) -> bool:
+    """Whether a COMMIT that raised was durable all the same: DuckDB's automatic checkpoint
+    after it failed (e.g. a full disk), which invalidates the database but keeps what the
+    write-ahead log holds, the commit included."""
+    return is_fatal(error) and "COMMIT succeeded and is durable" in str(error)
+
+
 # What DuckDB says when it must be reopened, also where it wraps the cause in another error
 # ("TransactionContext Error: Failed to commit: failed to pin block of size 1.3 MiB").
 _REOPEN = re.compile(r"invalidated|Current transaction is aborted|failed to pin block|"
