@@ -28,9 +28,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
-from midtrace.collector.storage.intake_log import AppendedThenInvalidated, IntakeLog
+from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.raw_export import RawExport
-from midtrace.collector.storage.database import first_line, is_fatal, is_unreachable
+from midtrace.collector.storage.database import (
+    CommittedThenInvalidated, first_line, is_fatal, is_unreachable)
 from midtrace.collector.storage.store import WriteJob
 from midtrace.collector.storage.threads import STOP, NamedThread, settle, stop, take_group
 from midtrace.collector.storage.writer import QueueFull, Writer
@@ -234,10 +235,10 @@ class Appender:
         self._last_attempt = time.monotonic()
         try:
             ids = self._durable(group)
-        except AppendedThenInvalidated as e:
+        except CommittedThenInvalidated as e:
             # Durable: acknowledge it (a 503 would have the exporter send it again). Nothing
             # more is appended until the store is reopened, in a second or at the next append.
-            ids = e.ids
+            ids = e.result
             self.last_error = str(e)
             self.unwritable = f"the store cannot write: {first_line(e)}"
             self._broken = True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -133,6 +134,16 @@ def committed_anyway(error: BaseException) -> bool:
     after it failed (e.g. a full disk), which invalidates the database but keeps what the
     write-ahead log holds, the commit included."""
     return is_fatal(error) and "COMMIT succeeded and is durable" in str(error)
+
+
+class CommittedThenInvalidated(duckdb.FatalException):
+    """A COMMIT that held, after which DuckDB's automatic checkpoint failed and invalidated
+    the database (``committed_anyway``). ``result`` is what the committed work returned, set
+    by the code that did it; the store must be reopened before it writes again."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.result: Any = None
 
 
 # What DuckDB says when it must be reopened, also where it wraps the cause in another error

@@ -9,15 +9,21 @@ from typing import Any
 
 import duckdb
 
+from midtrace.collector.storage.database import CommittedThenInvalidated, committed_anyway
+
 
 @contextmanager
 def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Run the block as one transaction: committed if it returns, rolled back if it raises."""
+    """Run the block as one transaction: committed if it returns, rolled back if it raises.
+    A commit that held though DuckDB's checkpoint after it failed raises
+    CommittedThenInvalidated."""
     conn.begin()
     try:
         yield conn
         conn.commit()
-    except BaseException:
+    except BaseException as e:
+        if committed_anyway(e):  # nothing to roll back: the commit is durable
+            raise CommittedThenInvalidated(e) from e
         try:
             conn.rollback()
         except duckdb.Error:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import duckdb
 import pyarrow as pa
 
-from midtrace.collector.storage.database import committed_anyway
+from midtrace.collector.storage.database import CommittedThenInvalidated
 from midtrace.collector.storage.execute import transaction
 from midtrace.collector.storage.raw_export import RawExport
 from midtrace.sql import sqlfiles
@@ -24,15 +24,6 @@ from midtrace.sql import sqlfiles
 _SCHEMA = pa.schema([("export_id", pa.int64()), ("received_at", pa.timestamp("us", tz="UTC")),
                      ("content_type", pa.string()), ("content_encoding", pa.string()),
                      ("body", pa.binary())])
-
-
-class AppendedThenInvalidated(Exception):
-    """The append was committed (durable, under ``ids``), then DuckDB's automatic checkpoint
-    failed and invalidated the database: the exports are kept, the store must be reopened."""
-
-    def __init__(self, ids: list[int], cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.ids = ids
 
 
 @dataclass(frozen=True)
@@ -59,8 +50,8 @@ class IntakeLog:
 
     def append(self, exports: Sequence[RawExport]) -> list[int]:
         """Append the exports in one transaction; returns their ids once it is committed.
-        Raises AppendedThenInvalidated when the commit held but the checkpoint after it did
-        not."""
+        A commit that held though the checkpoint after it did not raises
+        CommittedThenInvalidated with the ids as its ``result``."""
         ids = list(range(self._next_id, self._next_id + len(exports)))
         now = datetime.now(UTC)
         table = pa.table([ids, [now] * len(ids), [e.content_type for e in exports],
@@ -73,11 +64,10 @@ class IntakeLog:
                     self.conn.execute(sqlfiles.query("insert_intake_log"))
                 finally:
                     self.conn.unregister("_intake")
-        except duckdb.Error as e:
-            if not committed_anyway(e):
-                raise
+        except CommittedThenInvalidated as e:
             self._next_id += len(ids)
-            raise AppendedThenInvalidated(ids, e) from e
+            e.result = ids
+            raise
         self._next_id += len(ids)
         return ids
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage.database import (
-    RESTORE, StoreError, connect, describe, first_line, known_cause)
+    RESTORE, CommittedThenInvalidated, StoreError, connect, describe, first_line, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.derive import Prepared
 from midtrace.collector.storage.raw_export import RawExport
@@ -352,22 +352,26 @@ class Store:
         trace_ids = {t for t, _ in new_spans}
         conn = self.conn
         rows = Rows(hashes=self._content_hash)
-        with transaction(conn):
-            by_trace, texts = self._store_and_derive(new_spans, rows, received_at, stats)
-            stats.traces = len(by_trace)
-            if any(o.grader in MACHINE_GRADERS for o in api_outcomes):
-                api_outcomes = self._changing(api_outcomes, stats)
-            for o in api_outcomes:
-                assert o.trace_id is not None
-                rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at,
-                                 keep_text=self.keep_text)
-            chunk_texts = self._new_chunk_texts(rows)
-            self._append(rows)
-            refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
-                                                    if o.trace_id is not None})
-            export_ids = [job.export_id for job in jobs if job.export_id is not None]
-            if export_ids:
-                conn.execute(sqlfiles.query("delete_intake_log"), {"export_ids": export_ids})
+        try:
+            with transaction(conn):
+                by_trace, texts = self._store_and_derive(new_spans, rows, received_at, stats)
+                stats.traces = len(by_trace)
+                if any(o.grader in MACHINE_GRADERS for o in api_outcomes):
+                    api_outcomes = self._changing(api_outcomes, stats)
+                for o in api_outcomes:
+                    assert o.trace_id is not None
+                    rows.add_outcome(self._take_outcome_id(), o.trace_id, "api", o, received_at,
+                                     keep_text=self.keep_text)
+                chunk_texts = self._new_chunk_texts(rows)
+                self._append(rows)
+                refresh_evidence(conn, set(by_trace) | {o.trace_id for o in api_outcomes
+                                                        if o.trace_id is not None})
+                export_ids = [job.export_id for job in jobs if job.export_id is not None]
+                if export_ids:
+                    conn.execute(sqlfiles.query("delete_intake_log"), {"export_ids": export_ids})
+        except CommittedThenInvalidated as e:  # stored: the reopen starts its caches anew
+            e.result = stats
+            raise
         self.known.add(trace_ids)
         self.encoder.committed(texts)
         self._chunk_texts_stored.update(chunk_texts)
@@ -426,6 +430,9 @@ class Store:
                     if export_ids:
                         self.conn.execute(sqlfiles.query("delete_intake_log"),
                                           {"export_ids": export_ids})
+            except CommittedThenInvalidated as e:  # stored: the reopen starts its caches anew
+                e.result = out
+                raise
             except BaseException:
                 # the caches below took in what the rolled-back groups stored: forget it
                 self.forget_texts()

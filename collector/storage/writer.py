@@ -39,10 +39,12 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from midtrace.collector.storage.threads import (
     STOP, NamedThread, give_back_memory, settle, stop, take_group)
-from midtrace.collector.storage.database import first_line, is_fatal, is_storage_error, is_unreachable
+from midtrace.collector.storage.database import (
+    CommittedThenInvalidated, first_line, is_fatal, is_storage_error, is_unreachable)
 from midtrace.collector.storage.derive import (DerivePool, Prepared, prepare, prepare_exports,
                                                 spans_of_raw)
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
@@ -351,10 +353,13 @@ class Writer:
             try:
                 stats = self.store.apply([(prepared.result(), [job for job, _ in batch])  # type: ignore[union-attr]
                                           for batch, prepared in groups])
+            except CommittedThenInvalidated as e:
+                stats = self._committed(e)
             except Exception as e:
                 log.warning("%d worker-derived groups not stored together (%s); storing them "
                             "one by one", len(groups), first_line(e))
-            else:
+                stats = None
+            if stats is not None:
                 for i, ((batch, prepared), group_stats) in enumerate(zip(groups, stats)):
                     self._stored(batch, prepared, group_stats, commits=int(i == 0))  # type: ignore[arg-type]
                 return
@@ -390,6 +395,8 @@ class Writer:
         """Store what the worker made of the group; False when it must be derived here."""
         try:
             stats = self.store.apply([(prepared.result(), [job for job, _ in batch])])[0]
+        except CommittedThenInvalidated as e:
+            stats = self._committed(e)[0]
         except Exception as e:
             log.warning("worker-derived group of %d exports not stored (%s); deriving it here",
                         len(batch), first_line(e))
@@ -411,6 +418,8 @@ class Writer:
         started = time.perf_counter()
         try:
             stats = self.store.write(job for job, _ in batch)
+        except CommittedThenInvalidated as e:
+            stats = self._committed(e)
         except Exception as e:
             log.warning("group commit of %d jobs failed (%s); retrying them one by one", len(batch), e)
             for job, fut in batch:
@@ -426,6 +435,9 @@ class Writer:
         while True:
             try:
                 stats = self.store.write([job])
+                break
+            except CommittedThenInvalidated as e:
+                stats = self._committed(e)
                 break
             except Exception as e:
                 if is_fatal(e) and self.on_fatal is not None:
@@ -443,6 +455,15 @@ class Writer:
                 return
         self._count(stats, 1)
         settle(fut, stats)
+
+    def _committed(self, e: CommittedThenInvalidated) -> Any:
+        """What a commit that held returned, though DuckDB's checkpoint after it failed:
+        stored, so it is not derived again; the store is reopened before the next write."""
+        log.error("a commit is durable, but the checkpoint after it failed: %s", first_line(e))
+        self.counters.last_error = str(e)
+        if self.on_fatal is not None:
+            self.on_fatal(e)
+        return e.result
 
     def _fail(self, job: WriteJob, fut: Future[WriteStats], e: Exception) -> None:
         self.counters.failed_jobs += 1

@@ -99,12 +99,15 @@ def test_a_full_disk_is_a_503_and_the_collector_writes_again_when_space_returns(
     assert "Traceback" not in (tmp_path / "log").read_text()
 
 
-def test_an_append_whose_checkpoint_fails_is_acknowledged_since_it_is_durable(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("part", ["appender", "writer"])
+def test_a_commit_whose_checkpoint_fails_is_answered_as_done_since_it_is_durable(
+        tmp_path: Path, part: str) -> None:
     """DuckDB says "Transaction COMMIT succeeded and is durable, but the autocheckpoint
-    failed" and invalidates the database: the export is in the log, so its caller is answered
-    with its export id, not a 503 that would have the exporter send it again. The store is
-    reopened once space returns, and every export the log holds is one that was acknowledged."""
+    failed" and invalidates the database. What was committed is kept, so its caller is told
+    it is done: an export appended to the intake log is acknowledged with its export id (a
+    503 would have the exporter send it again), and spans the writer stored are counted
+    stored, not failed nor derived again. The store is reopened once (by the appender, or as
+    the writer asks), and it holds exactly what was answered as done."""
     if not can_mount_tmpfs(tmp_path):
         pytest.skip("mounting a tmpfs in a mount namespace of its own is not permitted here")
     mnt = tmp_path / "small"
@@ -112,14 +115,14 @@ def test_an_append_whose_checkpoint_fails_is_acknowledged_since_it_is_durable(
     script = Path(__file__).with_name("checkpoint_fails.py")
     run = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                           f"mount -t tmpfs -o size=64m tmpfs {mnt} && "
-                          f"exec {sys.executable} {script} {mnt}"],
+                          f"exec {sys.executable} {script} {mnt} {part}"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "autocheckpoint failed" in run.stderr, "no checkpoint failed: the test proves nothing"
     result = json.loads(run.stdout)
     answers = result["answers"]
-    acked = {body: answer for answer, body in answers if isinstance(answer, int)}
+    done = {key: answer for answer, key in answers if isinstance(answer, int)}
     refused = [answer for answer, _ in answers if not isinstance(answer, int)]
-    assert result["held"] == acked, refused
+    assert set(result["held"]) == set(done), refused
     assert result["reopens"] == 1
-    assert isinstance(answers[-1][0], int), "nothing was appended after the reopen"
+    assert isinstance(answers[-1][0], int), "nothing was committed after the reopen"
