@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from midtrace.collector.normalize.answer_sources import AnswerSource, answer_sources
@@ -116,6 +118,38 @@ def _json_default(value: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
+    """Compact JSON text of span attributes (or a resource). orjson writes it about 6x faster
+    than the json module; where the two would differ, the json module writes it: orjson
+    refuses a lone surrogate, an integer beyond 64 bits and a key that is not a string, and
+    writes null where json writes NaN or Infinity."""
+    try:
+        text = orjson.dumps(obj, default=_json_default).decode()
+    except TypeError:
+        return _json_dumps(obj)
+    if "null" in text and _non_finite(obj):
+        return _json_dumps(obj)
+    return text
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` holds a float that is NaN or infinite. The kinds of a list's values
+    are taken in one pass in C, so a list of strings costs no loop here."""
+    if type(value) is float:
+        return not math.isfinite(value)
+    if type(value) is dict:
+        value = list(value.values())
+    elif type(value) is not list:
+        return False
+    kinds = set(map(type, value))
+    if float in kinds:  # a sum of finite floats may overflow to infinity: json writes it then
+        floats = value if len(kinds) == 1 else [v for v in value if type(v) is float]
+        if not math.isfinite(sum(floats)):
+            return True
+    return (list in kinds or dict in kinds) and any(
+        _non_finite(v) for v in value if type(v) is list or type(v) is dict)
+
+
+def _json_dumps(obj: Any) -> str:
     return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
 
 
