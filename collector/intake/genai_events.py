@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from midtrace.collector.intake.event_spans import event_child, is_genai_event
-from midtrace.collector.intake.otlp import PayloadError, _attrs, any_value
+from midtrace.collector.intake.otlp import PayloadError, _attrs, _list, any_value
 from midtrace.schemas.span import SpanRecord
 
 EVENT_NAME_ATTRIBUTE = "event.name"  # where records older than LogRecord.event_name put it
@@ -84,9 +84,11 @@ def _b64(raw: bytes) -> str:
 
 
 def _records(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for rl in obj.get("resourceLogs") or []:
-        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) else []:
-            for record in (sl.get("logRecords") or []) if isinstance(sl, dict) else []:
+    """The log record objects of an OTLP/JSON logs export. A list that is something else (a
+    number, a string) holds none here; protobuf's JSON parser then refuses it by name."""
+    for rl in _list(obj, "resourceLogs"):
+        for sl in _list(rl, "scopeLogs"):
+            for record in _list(sl, "logRecords"):
                 if isinstance(record, dict):
                     yield record
 

@@ -283,7 +283,7 @@ def _refuse_snake_case(obj: dict[str, Any]) -> None:
     if "resourceSpans" not in obj and "resource_spans" in obj:
         raise PayloadError("OTLP/JSON keys are lowerCamelCase: send 'resourceSpans', not "
                            "'resource_spans' (OTLP spec, JSON Protobuf Encoding)")
-    for rs in obj.get("resourceSpans") or ():
+    for rs in _list(obj, "resourceSpans"):
         if isinstance(rs, dict) and "scopeSpans" not in rs and "scope_spans" in rs:
             raise PayloadError("OTLP/JSON keys are lowerCamelCase: send 'scopeSpans', not "
                                "'scope_spans' (OTLP spec, JSON Protobuf Encoding)")

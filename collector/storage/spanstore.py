@@ -151,7 +151,9 @@ class SpanEncoder:
 
 
 def _has_long_string(values: list[Any]) -> bool:
-    """Whether an attribute array holds a string worth a reference (arrays are homogeneous)."""
+    """Whether an attribute array holds a string worth a reference. Arrays are of one type
+    as the specification has them; one that is not (an exporter may send anything) is
+    looked at value by value."""
     if type(values[0]) is not str:
         if values[0] is not None:
             return False
@@ -160,8 +162,8 @@ def _has_long_string(values: list[Any]) -> bool:
             return False
     try:
         return max(map(len, values)) >= MIN_REF_CHARS
-    except TypeError:  # a None among the strings
-        return max(len(v) for v in values if v is not None) >= MIN_REF_CHARS
+    except TypeError:  # a None, or a value of another type, among the strings
+        return any(type(v) is str and len(v) >= MIN_REF_CHARS for v in values)
 
 
 def _candidates(spans: Iterable[SpanRecord]) -> list[str]:

@@ -184,3 +184,8 @@ def test_other_log_records_are_acknowledged_and_dropped(collector: Proc) -> None
     bad = httpx.post(collector.url + "/v1/logs", content=b"{not json",
                      headers={"Content-Type": "application/json"}, timeout=10)
     assert bad.status_code == 400 and "not JSON" in bad.json()["message"]
+    # a list that is a number was once a 500 (the hex ids were looked for in it)
+    not_a_list = httpx.post(collector.url + "/v1/logs", json={"resourceLogs": [
+        {"resource": {}, "scopeLogs": True}]}, timeout=10)
+    assert not_a_list.status_code == 400, not_a_list.text
+    assert "scopeLogs" in not_a_list.json()["message"]
