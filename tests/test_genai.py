@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -234,3 +235,22 @@ def test_content_sent_as_events_on_the_span_reads_like_content_on_the_span() -> 
             assert [p.chunk_id for p in request.record.placements] == [
                 p.chunk_id for p in expected.record.placements]
             assert request.record.cited_ids == expected.record.cited_ids
+
+
+def test_an_operation_name_that_is_no_string_is_read_as_absent() -> None:
+    """Other conventions' attributes are read leniently: a span whose gen_ai.operation.name
+    is a list (or a map) once made its whole trace fail to normalize."""
+    exporter = InMemorySpanExporter()
+    provider = provider_with(exporter, service="genai-bot")
+    send(provider.get_tracer("test"), DOCS, (1, 0, 2), "Within 14 days [1].")
+    provider.shutdown()
+    spans = records(exporter.get_finished_spans())
+    chat = next(s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat")
+    odd = [dataclasses.replace(chat, span_id=f"{n:016x}", name="odd",
+                               attributes={"gen_ai.operation.name": value})
+           for n, value in ((1, ["chat", "embeddings"]), (2, {"name": "chat"}))]
+    plain = normalize_genai(spans)
+    request = normalize_genai(spans + odd)
+    assert plain is not None and request is not None
+    assert request.record.chunks == plain.record.chunks
+    assert request.record.placements == plain.record.placements

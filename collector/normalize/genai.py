@@ -174,7 +174,7 @@ def is_event(span: SpanRecord) -> bool:
 
 def is_inference(span: SpanRecord) -> bool:
     attrs = span.attributes
-    operation = attrs.get(OPERATION_NAME)
+    operation = string(attrs, OPERATION_NAME)  # a list or a map here is no operation
     return not is_event(span) and operation not in NOT_INFERENCE and (
         operation in INFERENCE_OPERATIONS or INPUT_MESSAGES in attrs
         or any(k.startswith(LEGACY_PROMPT + ".") for k in attrs))
