@@ -1,0 +1,169 @@
+"""Exports mutated at random, from the bundled sample traces: whatever an exporter sends, the
+collector refuses it with a reason (BadInput: a 4xx, or a span refused in partial_success) or
+accepts it, and what it accepts derives without an error. Before this test, mutations like
+these found a 500 for ``{"resourceSpans": 5}``, a 500 for a logs export whose ``scopeLogs``
+was ``true``, a span attribute array of mixed types that lost its whole acknowledged export,
+and a ``gen_ai.operation.name`` list that left its trace underived.
+
+Each example is a seed for the mutations below (a seed that fails reproduces the failure).
+The intake's reading and checks and a derive worker's steps are called as the collector
+calls them; tests/e2e/test_collector.py sends the cases found over HTTP."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from midtrace.collector.intake.otlp import records_to_request, spans_of
+from midtrace.collector.normalize import genai, openinference, vercel_ai
+from midtrace.collector.receive.bodies import (
+    JSON, PROTOBUF, BadInput, check_spans, parse_logs, parse_outcomes, parse_trace_export)
+from midtrace.collector.storage.derive import prepare, spans_of_raw
+from midtrace.collector.storage.raw_export import RawExport
+from midtrace.schemas.conventions import PREFIX
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+EXPORTS: list[dict[str, Any]] = [
+    json.loads(line) for path in sorted(SAMPLES.glob("*.jsonl"))
+    for line in path.read_text().splitlines() if line.strip()]
+
+# JSON values put in place of any value of an export
+ODD: list[Any] = [
+    None, True, 0, -1, 2**63, 2**64 + 5, -2**63 - 1, 1e308, 1.5, "", "x", "NaN", [], {},
+    [1, "a"], {"stringValue": 5}, {"intValue": "99999999999999999999999"},
+    {"doubleValue": "inf"}, {"arrayValue": {"values": [{"intValue": "-5"}, {"stringValue": "a"}]}},
+    {"kvlistValue": {"values": [{"key": 1}]}}, {"bytesValue": "!!!"}, {"arrayValue": None},
+    {"arrayValue": {"values": "x"}}]
+# OTLP AnyValues put in place of (or beside) an attribute's value
+ANY: list[dict[str, Any]] = [
+    {"stringValue": ""}, {"stringValue": "[1, 2]"}, {"stringValue": '{"a": [1]}'},
+    {"stringValue": "null"}, {"stringValue": "x" * 3000}, {"intValue": "9223372036854775807"},
+    {"intValue": "-9223372036854775808"}, {"intValue": "0"}, {"doubleValue": "NaN"},
+    {"doubleValue": "-Infinity"}, {"doubleValue": 1e308}, {"boolValue": True},
+    {"arrayValue": {"values": []}},
+    {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "3"}, {}]}},
+    {"arrayValue": {"values": [{"stringValue": "long " * 60}, {"doubleValue": 0.5}]}},
+    {"kvlistValue": {"values": [{"key": "content", "value": {"intValue": "5"}}]}},
+    {"bytesValue": "AAEC"}, {}]
+# the attributes the zero-code normalizers read, list indices filled in
+KNOWN = [key.replace("<i>", str(i)).replace("<j>", "0").replace("*", field)
+         for key in (*genai.ATTRIBUTES_READ, *openinference.ATTRIBUTES_READ,
+                     *vercel_ai.ATTRIBUTES_READ)
+         for i in (0, 1) for field in ("content", "id", "score", "metadata")]
+
+
+def copy(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def mutate(rng: random.Random, value: Any, depth: int = 0) -> Any:
+    """``value`` with one thing somewhere in it changed, removed or added."""
+    if isinstance(value, dict) and value:
+        key = rng.choice(list(value))
+        roll = rng.random()
+        if roll < 0.5 and depth < 12:
+            value[key] = mutate(rng, value[key], depth + 1)
+        elif roll < 0.8:
+            value[key] = copy(rng.choice(ODD))
+        else:
+            del value[key]
+        return value
+    if isinstance(value, list) and value:
+        i = rng.randrange(len(value))
+        roll = rng.random()
+        if roll < 0.6 and depth < 12:
+            value[i] = mutate(rng, value[i], depth + 1)
+        elif roll < 0.8:
+            value[i] = copy(rng.choice(ODD))
+        else:
+            value.append(copy(rng.choice(ODD)))
+        return value
+    return copy(rng.choice(ODD))
+
+
+def mutate_attribute(rng: random.Random, export: dict[str, Any]) -> None:
+    """One span's attribute given an odd value, or an attribute a normalizer reads added."""
+    def listed(obj: Any, key: str) -> list[Any]:
+        value = obj.get(key) if isinstance(obj, dict) else None
+        return value if isinstance(value, list) else []
+
+    spans = [span for rs in listed(export, "resourceSpans") for ss in listed(rs, "scopeSpans")
+             for span in listed(ss, "spans") if isinstance(span, dict)]
+    if not spans:
+        return
+    span = rng.choice(spans)
+    attributes = listed(span, "attributes")
+    kv = rng.choice(attributes) if attributes else None
+    if isinstance(kv, dict) and rng.random() < 0.6:
+        kv["value"] = copy(rng.choice(ANY))
+    else:
+        span["attributes"] = [*attributes, {"key": rng.choice(KNOWN), "value": copy(rng.choice(ANY))}]
+
+
+def intake(body: bytes, content_type: str) -> list[Any] | None:
+    """The spans intake accepts (as Intake.export checks them), None when it refuses the body."""
+    try:
+        parsed = parse_trace_export(body, content_type)
+    except BadInput:
+        return None
+    if content_type == PROTOBUF:
+        check_spans(spans_of(parsed, PREFIX), keep_records=False)  # what intake answers
+        return check_spans(parsed).accepted
+    return check_spans(parsed).accepted
+
+
+def derives(body: bytes, content_type: str) -> None:
+    """A derive worker's steps for an export intake accepted: no error, no trace left out."""
+    prepared = prepare(spans_of_raw(RawExport(body, content_type)), keep_text=True)
+    assert not prepared.normalize_errors, prepared.normalize_errors
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=2**32))
+def test_a_mutated_trace_export_is_refused_with_a_reason_or_derived(seed: int) -> None:
+    rng = random.Random(seed)
+    export = copy(rng.choice(EXPORTS))
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.5:
+            mutate_attribute(rng, export)
+        else:
+            export = mutate(rng, export)
+    body = json.dumps(export).encode()
+    accepted = intake(body, JSON)
+    if accepted:
+        derives(body, JSON)
+        # the same spans as protobuf, a few bytes of it overwritten
+        proto = bytearray(records_to_request(accepted).SerializeToString())
+        for _ in range(rng.randint(0, 3)):
+            proto[rng.randrange(len(proto))] = rng.randrange(256)
+        if intake(bytes(proto), PROTOBUF):
+            derives(bytes(proto), PROTOBUF)
+
+
+LOGS = {"resourceLogs": [{"resource": {"attributes": []}, "scopeLogs": [{
+    "scope": {"name": "x"}, "logRecords": [{
+        "eventName": "gen_ai.user.message", "timeUnixNano": "1",
+        "traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1",
+        "body": {"kvlistValue": {"values": [{"key": "content", "value": {"stringValue": "hi"}}]}},
+        "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]}]}]}]}
+OUTCOMES = {"outcomes": [{"trace_id": "0" * 31 + "1", "correct": True, "score": 0.5,
+                          "decisive_chunk_ids": ["a"], "note": "n", "grader": "person"}]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_a_mutated_logs_or_outcomes_body_is_read_or_refused_with_a_reason(seed: int) -> None:
+    rng = random.Random(seed)
+    for read, body in ((lambda b: parse_logs(b, JSON), LOGS), (parse_outcomes, OUTCOMES)):
+        changed = copy(body)
+        for _ in range(rng.randint(1, 3)):
+            changed = mutate(rng, changed)
+        try:
+            read(json.dumps(changed).encode())
+        except BadInput:
+            pass
