@@ -159,3 +159,63 @@ def test_a_store_out_of_memory_is_reopened_and_nothing_acknowledged_is_lost(
     assert appender.unwritable is None
     assert rows(db, "SELECT count(*) FROM requests") == [(200,)]
     assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]
+
+
+class OneTraceFaults(Store):
+    """A store whose derivation of one trace fails for what the trace holds (a fault in the
+    code that derives it): what the mixed-type array did before spanstore handled it."""
+
+    poisoned: str = ""
+
+    def _store_and_derive(self, new_spans, rows, received_at, stats):  # type: ignore[no-untyped-def]
+        if any(trace_id == self.poisoned for trace_id, _ in new_spans):
+            raise TypeError("object of type 'int' has no len()")
+        return super()._store_and_derive(new_spans, rows, received_at, stats)
+
+
+def export_of_three(tag: str) -> tuple[bytes, str]:
+    """One export of three traces, and the trace id of its second."""
+    request = otlp.encode_sdk_spans(batch_of_spans(3, tag))
+    spans = [s for s, _ in otlp.spans_of(request) if s is not None]
+    second = sorted({s.trace_id for s in spans}, key=[s.trace_id for s in spans].index)[1]
+    return request.SerializeToString(), second
+
+
+def test_a_fault_in_one_traces_derivation_costs_that_trace_only(tmp_path: Path) -> None:
+    from midtrace.collector.storage.appender import Appender, Freshness
+    from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+
+    body, poisoned = export_of_three("fault")
+    store = OneTraceFaults.open(tmp_path / "fault.duckdb")
+    store.poisoned = poisoned
+    writer = Writer(store).start()
+    appender = Appender(IntakeLog(store.conn), writer, Freshness()).start()
+    appender.submit(RawExport(body, "application/x-protobuf"), [], 9).result(10)
+    writer.flush(30)
+    appender.close()
+    writer.close()
+    db = tmp_path / "fault.duckdb"
+    stored = {t for (t,) in rows(db, "SELECT trace_id FROM requests")}
+    assert len(stored) == 2 and poisoned not in stored
+    assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]  # no restart meets it again
+    assert writer.counters.failed_traces == 1 and writer.counters.failed_jobs == 0
+
+
+def test_an_export_that_faults_in_the_log_does_not_stop_a_start(tmp_path: Path) -> None:
+    """Recovery (a collector's start, ingest, ...) once raised on such an export, so the
+    collector could not start again until the file was mended by hand."""
+    from midtrace.collector.intake.accept import recover
+    from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+
+    body, poisoned = export_of_three("start")
+    db = tmp_path / "start.duckdb"
+    store = Store.open(db)
+    IntakeLog(store.conn).append([RawExport(body, "application/x-protobuf")])
+    store.close()  # a stop before the export was derived
+    faulty = OneTraceFaults.open(db)
+    faulty.poisoned = poisoned
+    assert recover(faulty) == 1
+    faulty.close()
+    stored = {t for (t,) in rows(db, "SELECT trace_id FROM requests")}
+    assert len(stored) == 2 and poisoned not in stored
+    assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]

@@ -25,7 +25,8 @@ from midtrace.collector.storage.raw_export import RawExport
 from midtrace.collector.storage.redact import redact_span
 from midtrace.collector.storage.derive import spans_of_raw
 from midtrace.collector.storage.store import Store, WriteJob
-from midtrace.collector.storage.writer import QueueFull
+from midtrace.collector.storage.database import first_line
+from midtrace.collector.storage.writer import QueueFull, is_data_fault, write_by_trace
 from midtrace.schemas.conventions import PREFIX
 from midtrace.schemas.span import SpanRecord
 
@@ -187,7 +188,15 @@ def recover(store: Store, progress: Callable[[int, int], None] | None = None) ->
             log.error("intake log entry %d cannot be read again, dropped: %s", entry.export_id,
                       e.message if isinstance(e, BadInput) else e)
             spans = []  # the empty job only takes the entry out of the log
-        store.write([WriteJob(spans=spans, export_id=entry.export_id)])
+        job = WriteJob(spans=spans, export_id=entry.export_id)
+        try:
+            store.write([job])
+        except Exception as e:
+            if not is_data_fault(e):
+                raise
+            log.error("intake log entry %d could not be derived whole (%s); deriving its traces "
+                      "one at a time", entry.export_id, first_line(e))
+            write_by_trace(store, job)
         if progress is not None:
             progress(done, len(pending))
     return len(pending)

@@ -73,6 +73,8 @@ class WriteStats:
     outcomes: int = 0
     unchanged: int = 0  # machine grades left out as changing nothing (Store._changing)
     normalize_errors: list[str] = field(default_factory=list)
+    failed_traces: list[str] = field(default_factory=list)  # "<trace id>: <error>" of each
+    # trace a fault kept out of the store (collector/storage/writer.py, write_by_trace)
 
 
 def open_writable(target: Path | ClickHouseURL, keep_text: bool = True,

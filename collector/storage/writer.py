@@ -63,6 +63,7 @@ class WriterCounters:
     requests: int = 0
     commits: int = 0
     failed_jobs: int = 0
+    failed_traces: int = 0  # traces a fault in their data kept out, their exports' others kept
     worker_jobs: int = 0  # jobs whose rows a derive worker made
     ahead_jobs: int = 0  # jobs the apply thread derived itself while the workers were busy
     normalize_errors: int = 0
@@ -140,6 +141,41 @@ def _decoded(batch: Batch) -> Batch:
                 log.error("intake log entry %s cannot be read again: %s", job.export_id, e)
         out.append((job, fut))
     return out
+
+
+def is_data_fault(error: BaseException) -> bool:
+    """Whether a write failed for what it was writing (a fault deriving one of its traces),
+    not for want of the store: the same write fails again, and one trace at a time the
+    fault costs only its own trace (``write_by_trace``)."""
+    return not (is_storage_error(error) or is_unreachable(error)
+                or isinstance(error, CommittedThenInvalidated))
+
+
+def write_by_trace(store: Any, job: WriteJob) -> WriteStats:
+    """Store the spans of ``job``, which failed whole for a fault in its data, one trace at
+    a time, then take its intake log entry out, so that no restart meets the fault again:
+    a trace that still fails is left out and named in the stats' ``failed_traces``, and the
+    others are kept. An error of the store itself is raised, as from any write."""
+    by_trace: dict[str, list[Any]] = {}
+    for span in job.spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    total = WriteStats()
+    for trace_id, spans in by_trace.items():
+        try:
+            stats = store.write([WriteJob(spans=spans, stored=job.stored)])
+        except Exception as e:
+            if not is_data_fault(e):
+                raise
+            log.error("trace %s could not be stored, left out: %s", trace_id, first_line(e))
+            total.failed_traces.append(f"{trace_id}: {first_line(e)}")
+            continue
+        total.spans += stats.spans
+        total.traces += stats.traces
+        total.requests += stats.requests
+        total.normalize_errors += stats.normalize_errors
+    if job.export_id is not None:
+        store.write([WriteJob(export_id=job.export_id)])
+    return total
 
 
 def _ready(prepared: Future[Prepared] | None) -> bool:
@@ -451,6 +487,16 @@ class Writer:
                     log.warning("derive waits for the store to write again: %s", first_line(e))
                     time.sleep(STORAGE_RETRY_SECONDS)
                     continue
+                if job.spans and not job.outcomes and is_data_fault(e):
+                    log.error("an export's traces could not be stored together (%s); storing "
+                              "them one at a time", first_line(e))
+                    try:
+                        stats = write_by_trace(self.store, job)
+                    except Exception as again:
+                        self._fail(job, fut, again)
+                        return
+                    self.counters.last_error = str(e)
+                    break
                 self._fail(job, fut, e)
                 return
         self._count(stats, 1)
@@ -474,6 +520,7 @@ class Writer:
 
     def _count(self, stats: WriteStats, jobs: int, commits: int = 1) -> None:
         c = self.counters
+        c.failed_traces += len(stats.failed_traces)
         c.jobs += jobs
         c.spans += stats.spans
         c.requests += stats.requests
