@@ -62,28 +62,22 @@ def copy(value: Any) -> Any:
 
 
 def mutate(rng: random.Random, value: Any, depth: int = 0) -> Any:
-    """``value`` with one thing somewhere in it changed, removed or added."""
-    if isinstance(value, dict) and value:
-        key = rng.choice(list(value))
-        roll = rng.random()
-        if roll < 0.5 and depth < 12:
-            value[key] = mutate(rng, value[key], depth + 1)
-        elif roll < 0.8:
-            value[key] = copy(rng.choice(ODD))
-        else:
-            del value[key]
-        return value
-    if isinstance(value, list) and value:
-        i = rng.randrange(len(value))
-        roll = rng.random()
-        if roll < 0.6 and depth < 12:
-            value[i] = mutate(rng, value[i], depth + 1)
-        elif roll < 0.8:
-            value[i] = copy(rng.choice(ODD))
-        else:
-            value.append(copy(rng.choice(ODD)))
-        return value
-    return copy(rng.choice(ODD))
+    """``value`` with one thing somewhere in it changed, removed (from an object) or added
+    (to an array)."""
+    if not isinstance(value, (dict, list)) or not value:
+        return copy(rng.choice(ODD))
+    is_object = isinstance(value, dict)
+    slot = rng.choice(list(value)) if is_object else rng.randrange(len(value))
+    roll = rng.random()
+    if roll < (0.5 if is_object else 0.6) and depth < 12:
+        value[slot] = mutate(rng, value[slot], depth + 1)
+    elif roll < 0.8:
+        value[slot] = copy(rng.choice(ODD))
+    elif is_object:
+        del value[slot]
+    else:
+        value.append(copy(rng.choice(ODD)))
+    return value
 
 
 def mutate_attribute(rng: random.Random, export: dict[str, Any]) -> None:
@@ -113,7 +107,6 @@ def intake(body: bytes, content_type: str) -> list[Any] | None:
         return None
     if content_type == PROTOBUF:
         check_spans(spans_of(parsed, PREFIX), keep_records=False)  # what intake answers
-        return check_spans(parsed).accepted
     return check_spans(parsed).accepted
 
 

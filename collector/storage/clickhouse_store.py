@@ -202,10 +202,7 @@ class ClickHouseStore:
         ids = found.column(0).to_pylist()
         stats = WriteStats()
         for start in range(0, len(ids), batch):
-            done = self.rederive(ids[start:start + batch])
-            stats.traces += done.traces
-            stats.requests += done.requests
-            stats.normalize_errors += done.normalize_errors
+            stats.add(self.rederive(ids[start:start + batch]))
         return stats
 
     def spans_of_traces(self, trace_ids: Sequence[str]) -> dict[str, dict[str, SpanRecord]]:

@@ -76,6 +76,16 @@ class WriteStats:
     failed_traces: list[str] = field(default_factory=list)  # "<trace id>: <error>" of each
     # trace a fault kept out of the store (collector/storage/writer.py, write_by_trace)
 
+    def add(self, other: WriteStats) -> None:
+        """Count ``other``'s work in these stats too."""
+        self.spans += other.spans
+        self.traces += other.traces
+        self.requests += other.requests
+        self.outcomes += other.outcomes
+        self.unchanged += other.unchanged
+        self.normalize_errors += other.normalize_errors
+        self.failed_traces += other.failed_traces
+
 
 def open_writable(target: Path | ClickHouseURL, keep_text: bool = True,
                   prices: Path | None = None, memory_limit: int | None = None) -> Any:

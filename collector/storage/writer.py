@@ -147,8 +147,7 @@ def is_data_fault(error: BaseException) -> bool:
     """Whether a write failed for what it was writing (a fault deriving one of its traces),
     not for want of the store: the same write fails again, and one trace at a time the
     fault costs only its own trace (``write_by_trace``)."""
-    return not (is_storage_error(error) or is_unreachable(error)
-                or isinstance(error, CommittedThenInvalidated))
+    return not (is_storage_error(error) or is_unreachable(error))
 
 
 def write_by_trace(store: Any, job: WriteJob) -> WriteStats:
@@ -169,10 +168,7 @@ def write_by_trace(store: Any, job: WriteJob) -> WriteStats:
             log.error("trace %s could not be stored, left out: %s", trace_id, first_line(e))
             total.failed_traces.append(f"{trace_id}: {first_line(e)}")
             continue
-        total.spans += stats.spans
-        total.traces += stats.traces
-        total.requests += stats.requests
-        total.normalize_errors += stats.normalize_errors
+        total.add(stats)
     if job.export_id is not None:
         store.write([WriteJob(export_id=job.export_id)])
     return total
