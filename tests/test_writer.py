@@ -129,6 +129,37 @@ def test_a_named_thread_takes_its_name_in_the_os_cut_to_what_linux_keeps() -> No
     assert seen == ["writer", "x" * OS_NAME_BYTES]
 
 
+def test_an_export_waits_in_the_log_compressed_and_is_derived_as_sent(tmp_path: Path) -> None:
+    """What came uncompressed waits zstd-compressed (in DuckDB's memory, its write-ahead log
+    and the backlog); what came gzipped waits as it came; both count as received."""
+    import gzip
+
+    from midtrace.collector.storage.appender import Appender, Freshness
+    from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+    from midtrace.collector.storage.raw_export import STORED_ZSTD
+
+    db = tmp_path / "compact.duckdb"
+    store = Store.open(db)
+    writer = Writer(store)  # not started yet: the exports wait in the log
+    appender = Appender(IntakeLog(store.conn), writer, Freshness()).start()
+    plain = otlp.encode_sdk_spans(batch_of_spans(40, "plain")).SerializeToString()
+    gzipped = gzip.compress(otlp.encode_sdk_spans(batch_of_spans(40, "gz")).SerializeToString())
+    appender.submit(RawExport(plain, "application/x-protobuf"), [], 40).result(10)
+    appender.submit(RawExport(gzipped, "application/x-protobuf", "gzip"), [], 40).result(10)
+    kept = store.conn.execute("SELECT content_encoding, octet_length(body) FROM intake_log "
+                              "ORDER BY export_id").fetchall()
+    assert kept[0][0] == STORED_ZSTD and kept[0][1] < len(plain) / 3, (kept, len(plain))
+    assert kept[1] == ("gzip", len(gzipped))
+    assert writer.backlog_bytes == len(plain) + len(gzipped)
+    writer.start()
+    writer.flush(30)
+    appender.close()
+    writer.close()
+    assert writer.counters.failed_jobs == 0, writer.counters.last_error
+    assert rows(db, "SELECT count(*) FROM requests") == [(80,)]
+    assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]
+
+
 def test_a_store_out_of_memory_is_reopened_and_nothing_acknowledged_is_lost(
         tmp_path: Path) -> None:
     """DuckDB out of memory may fail even the rollback, leaving a transaction nothing ends

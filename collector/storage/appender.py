@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
 from midtrace.collector.storage.intake_log import IntakeLog
-from midtrace.collector.storage.raw_export import RawExport
+from midtrace.collector.storage.raw_export import RawExport, compact
 from midtrace.collector.storage.database import (
     CommittedThenInvalidated, first_line, is_fatal, is_unreachable)
 from midtrace.collector.storage.store import WriteJob
@@ -268,6 +268,9 @@ class Appender:
         """Make the group's exports durable in one commit; their export ids, in order."""
         if self._broken:
             self._reopen()
+        for item in group:  # kept compressed from here on: in the log, the backlog, to a worker
+            if item.export.content_type != REDACTED_PROTOBUF:  # no text in it: small already
+                item.export = compact(item.export)
         return self.log.append([item.export for item in group])
 
     def _refusal(self, error: Exception) -> Exception:

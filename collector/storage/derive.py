@@ -41,8 +41,8 @@ import pyarrow as pa
 
 from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.receive.bodies import (
-    REDACTED_PROTOBUF, check_spans, decompress, parse_traces)
-from midtrace.collector.storage.raw_export import RawExport
+    REDACTED_PROTOBUF, BadInput, check_spans, decompress, parse_traces)
+from midtrace.collector.storage.raw_export import RawExport, as_received
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, resolve
 from midtrace.collector.storage.text_hashes import TextHashes
@@ -69,6 +69,12 @@ class Prepared:
 
 def spans_of_raw(export: RawExport, max_bytes: int = 1 << 31) -> list[SpanRecord]:
     """The spans an intake log entry holds that pass the intake checks (as they did then)."""
+    if export.size > max_bytes:
+        raise BadInput(413, f"the export is larger than the limit of {max_bytes} bytes")
+    try:
+        export = as_received(export)
+    except (pa.ArrowException, OSError, ValueError) as e:  # a damaged entry: the file was hurt
+        raise BadInput(400, f"the intake log's compressed body cannot be read: {e}") from e
     body = decompress(export.body, export.content_encoding, max_bytes)
     pairs = parse_traces(body, export.content_type)
     if export.content_type == REDACTED_PROTOBUF:  # texts read as what they stand for

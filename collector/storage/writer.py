@@ -234,7 +234,7 @@ class Writer:
     def _held(self, job: WriteJob, sign: int) -> None:
         if job.raw is not None:
             with self._backlog_lock:
-                self._backlog_bytes += sign * len(job.raw.body)
+                self._backlog_bytes += sign * job.raw.size
 
     def submit(self, job: WriteJob) -> Future[WriteStats]:
         if self._closed:

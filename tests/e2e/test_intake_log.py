@@ -13,6 +13,7 @@ import httpx
 from midtrace.collector.intake import otlp
 from midtrace.collector.intake.accept import recover, redacted_export
 from midtrace.collector.storage.intake_log import IntakeLog, RawExport
+from midtrace.collector.storage.raw_export import STORED_ZSTD, compact
 from midtrace.collector.storage.store import Store
 from tests.e2e.test_collector import rows
 from tests.e2e.test_grpc_overload import batch_of_spans
@@ -62,20 +63,24 @@ def test_an_acknowledged_export_left_in_the_log_is_derived_when_the_store_opens(
     db = tmp_path / "crash.duckdb"
     store = Store.open(db)
     log = IntakeLog(store.conn)
+    kept = compact(RawExport(export_body("kept", 2), PROTOBUF))  # as the appender keeps it
     log.append([RawExport(export_body("left", 3), PROTOBUF),
-                RawExport(b"\x00garbage", PROTOBUF)])  # unreadable now: logged and dropped
+                RawExport(b"\x00garbage", PROTOBUF),  # unreadable now: logged and dropped
+                kept,
+                RawExport(kept.body[:-20], PROTOBUF, STORED_ZSTD)])  # damaged: dropped too
     log.close()
     store.close()  # as if the collector died after acknowledging, before deriving
     assert rows(db, "SELECT count(*) FROM requests") == [(0,)]
-    assert rows(db, "SELECT count(*) FROM intake_log") == [(2,)]
+    assert rows(db, "SELECT count(*) FROM intake_log") == [(4,)]
 
     proc = start_collector(db, tmp_path / "log")
     try:
         found = httpx.get(proc.url + "/api/v1/requests", params={"fresh": "1"}, timeout=15).json()
     finally:
         proc.stop()
-    assert found["total"] == 3
-    assert "derived 2 exports left in the intake log" in proc.log()
+    assert found["total"] == 5
+    assert "derived 4 exports left in the intake log" in proc.log()
+    assert "compressed body cannot be read" in proc.log()
     assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]
 
 

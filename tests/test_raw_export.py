@@ -1,0 +1,54 @@
+"""How the intake log keeps an export: compressed when it came uncompressed, as it came
+otherwise, and always read back as it came."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from midtrace.collector.intake import otlp
+from midtrace.collector.receive.bodies import BadInput
+from midtrace.collector.storage.derive import spans_of_raw
+from midtrace.collector.storage.raw_export import (
+    COMPACT_MIN_BYTES, STORED_ZSTD, RawExport, as_received, compact)
+from tests.e2e.test_grpc_overload import batch_of_spans
+
+PROTOBUF = "application/x-protobuf"
+
+
+def body_of(n: int, tag: str) -> bytes:
+    return otlp.encode_sdk_spans(batch_of_spans(n, tag)).SerializeToString()
+
+
+def test_an_uncompressed_body_is_kept_compressed_and_read_back_as_it_came() -> None:
+    export = RawExport(body_of(40, "zip"), PROTOBUF)
+    kept = compact(export)
+    assert kept.content_encoding == STORED_ZSTD
+    assert len(kept.body) < len(export.body) / 3
+    assert kept.size == export.size == len(export.body)  # what the backlog counts: as received
+    assert as_received(kept) == export
+    assert compact(kept) == kept  # kept once, not twice
+    assert {s.span_id for s in spans_of_raw(kept)} == {s.span_id for s in spans_of_raw(export)}
+
+
+def test_a_gzipped_or_small_body_is_kept_as_it_came() -> None:
+    body = body_of(40, "gz")
+    gzipped = RawExport(gzip.compress(body), PROTOBUF, "gzip")
+    assert compact(gzipped) == gzipped and gzipped.size == len(gzipped.body)
+    small = RawExport(b"\x0a" * (COMPACT_MIN_BYTES - 1), PROTOBUF)
+    assert compact(small) == small
+
+
+def test_a_damaged_compressed_body_is_refused_with_a_reason() -> None:
+    kept = compact(RawExport(body_of(40, "hurt"), PROTOBUF))
+    for damaged in (kept.body[:-20], kept.body[:8] + b"\x00" * 40):
+        with pytest.raises(BadInput, match="compressed body cannot be read"):
+            spans_of_raw(RawExport(damaged, PROTOBUF, STORED_ZSTD))
+
+
+def test_a_compressed_body_claiming_a_huge_size_is_refused_before_it_is_read() -> None:
+    kept = compact(RawExport(body_of(40, "huge"), PROTOBUF))
+    lying = RawExport((1 << 62).to_bytes(8, "little") + kept.body[8:], PROTOBUF, STORED_ZSTD)
+    with pytest.raises(BadInput, match="larger than the limit"):
+        spans_of_raw(lying)
