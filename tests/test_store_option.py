@@ -135,11 +135,12 @@ def test_a_memory_limit_holds_duckdb_and_its_log_to_it_and_outlives_a_reopen(
         return store.conn.execute("SELECT current_setting('memory_limit'), "
                                   "current_setting('checkpoint_threshold')").fetchone()  # type: ignore[return-value]
 
-    limit = parse_size("200MiB")
+    limit = parse_size("100MiB")
+    assert limit // 4 < parse_size(CHECKPOINT_THRESHOLD)
     store = Store.open(tmp_path / "m.duckdb", memory_limit=limit)
-    assert settings(store) == ("200.0 MiB", "50.0 MiB")
+    assert settings(store) == ("100.0 MiB", "25.0 MiB")
     store.reopen()
-    assert settings(store) == ("200.0 MiB", "50.0 MiB")
+    assert settings(store) == ("100.0 MiB", "25.0 MiB")
     store.close()
     default = Store.open(tmp_path / "d.duckdb")
     assert settings(default)[1] == f"{parse_size(CHECKPOINT_THRESHOLD) / 2**20:.1f} MiB"
