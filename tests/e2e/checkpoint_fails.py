@@ -21,7 +21,7 @@ from pathlib import Path
 
 from midtrace.collector.storage.appender import Appender, Freshness
 from midtrace.collector.storage.intake_log import IntakeLog
-from midtrace.collector.storage.raw_export import RawExport
+from midtrace.collector.storage.raw_export import RawExport, as_received
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.writer import Writer
 from midtrace.schemas.span import SpanRecord
@@ -54,7 +54,7 @@ def appender_run(folder: Path, store: Store) -> dict[str, object]:
     while appender.reopens == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     send()
-    held = {e.export.body[:16].hex(): e.export_id for e in appender.log.pending()}
+    held = {as_received(e.export).body[:16].hex(): e.export_id for e in appender.log.pending()}
     return {"answers": answers, "held": held, "reopens": appender.reopens}
 
 
