@@ -42,6 +42,7 @@ from midtrace.collector.storage.appender import Appender, ExportTooLarge, Freshn
 from midtrace.collector.storage.derive import DerivePool, default_workers
 from midtrace.collector.storage.intake_log import IntakeLog
 from midtrace.collector.storage.store import WriteJob, open_writable
+from midtrace.collector.storage.threads import arrow_on_malloc
 from midtrace.collector.storage.writer import QueueFull, Writer, backlog_bytes
 
 log = logging.getLogger(__name__)
@@ -246,6 +247,7 @@ def run(settings: CollectorSettings) -> None:
     """Serve OTLP/HTTP and OTLP/gRPC until SIGINT/SIGTERM, then commit what is queued,
     give forward targets a moment to drain, and close the database."""
     settings.check()
+    arrow_on_malloc()
     writer = _open_writer(settings)
     forwarders = [Forwarder(url, settings.forward_queue, settings.forward_headers).start()
                   for url in settings.forward]

@@ -46,7 +46,7 @@ from midtrace.collector.storage.raw_export import RawExport, as_received
 from midtrace.collector.storage.rows import Rows
 from midtrace.collector.storage.spanstore import SpanEncoder, resolve
 from midtrace.collector.storage.text_hashes import TextHashes
-from midtrace.collector.storage.threads import NamedThread, name_this_thread
+from midtrace.collector.storage.threads import NamedThread, arrow_on_malloc, name_this_thread
 from midtrace.collector.storage.worker import serve as serve_in_worker
 from midtrace.schemas.chunk_hash import content_hash
 from midtrace.schemas.span import SpanRecord
@@ -139,11 +139,12 @@ PARENT_POLL_SECONDS = 1.0
 
 
 def _start_worker() -> None:
-    """A worker's start: its imports, and a watch on its collector. A collector killed
-    outright (kill -9, the OOM killer) cannot stop its workers; each leaves once it finds
-    itself orphaned instead of waiting forever for work."""
+    """A worker's start: its imports, its allocator (``arrow_on_malloc``), and a watch on its
+    collector. A collector killed outright (kill -9, the OOM killer) cannot stop its workers;
+    each leaves once it finds itself orphaned instead of waiting forever for work."""
     parent = os.getppid()
     name_this_thread("midtrace-derive-worker")  # ps and top show the worker as derive-worker
+    arrow_on_malloc()
 
     def watch() -> None:
         while True:

@@ -77,6 +77,23 @@ def give_back_memory() -> None:
         _TRIM(0)
 
 
+def arrow_on_malloc() -> None:
+    """Have pyarrow allocate from the C library's heap, which Python uses too and
+    ``give_back_memory`` trims, instead of its bundled mimalloc pool, which keeps what a
+    group's Arrow tables freed. Called by the collector and each derive worker before they
+    build a table (docs/collector.md, "Memory")."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
+def arrow_allocator() -> str:
+    """The allocator pyarrow uses in this process: ``system`` once ``arrow_on_malloc`` ran."""
+    import pyarrow as pa
+
+    return str(pa.default_memory_pool().backend_name)
+
+
 OS_NAME_BYTES = 15  # Linux keeps 15 bytes of a thread's name (TASK_COMM_LEN less its NUL)
 
 
