@@ -8,7 +8,7 @@ import gzip
 import pytest
 
 from midtrace.collector.intake import otlp
-from midtrace.collector.receive.bodies import BadInput
+from midtrace.collector.receive.bodies import REDACTED_PROTOBUF, BadInput
 from midtrace.collector.storage.derive import spans_of_raw
 from midtrace.collector.storage.raw_export import (
     COMPACT_MIN_BYTES, STORED_ZSTD, RawExport, as_received, compact)
@@ -32,12 +32,14 @@ def test_an_uncompressed_body_is_kept_compressed_and_read_back_as_it_came() -> N
     assert {s.span_id for s in spans_of_raw(kept)} == {s.span_id for s in spans_of_raw(export)}
 
 
-def test_a_gzipped_or_small_body_is_kept_as_it_came() -> None:
+def test_a_gzipped_small_or_redacted_body_is_kept_as_it_came() -> None:
     body = body_of(40, "gz")
     gzipped = RawExport(gzip.compress(body), PROTOBUF, "gzip")
     assert compact(gzipped) == gzipped and gzipped.size == len(gzipped.body)
     small = RawExport(b"\x0a" * (COMPACT_MIN_BYTES - 1), PROTOBUF)
     assert compact(small) == small
+    redacted = RawExport(body, REDACTED_PROTOBUF)  # --no-text: no text in it, read as stored
+    assert compact(redacted) == redacted
 
 
 def test_a_damaged_compressed_body_is_refused_with_a_reason() -> None:

@@ -269,8 +269,7 @@ class Appender:
         if self._broken:
             self._reopen()
         for item in group:  # kept compressed from here on: in the log, the backlog, to a worker
-            if item.export.content_type != REDACTED_PROTOBUF:  # no text in it: small already
-                item.export = compact(item.export)
+            item.export = compact(item.export)
         return self.log.append([item.export for item in group])
 
     def _refusal(self, error: Exception) -> Exception:

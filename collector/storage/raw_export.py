@@ -6,7 +6,7 @@ An export that came uncompressed is kept zstd-compressed (``compact``) from the 
 appended until a worker reads it (``as_received``): OTLP bodies repeat their chunk texts and
 keys, so an OpenInference export takes a tenth of its bytes, in DuckDB's memory until the next
 checkpoint, in its write-ahead log, in the writer's backlog and on the pipe to a worker.
-A ``--no-text`` export holds no text and is kept as it is (the appender does not compact it).
+A ``--no-text`` export holds no text and is kept as it is.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from midtrace.collector.receive.bodies import REDACTED_PROTOBUF
 
 # The Content-Encoding the intake log records for a body it compressed: the body's size as
 # received (8 bytes, little-endian), then one zstd frame. Never accepted from a client.
@@ -50,8 +52,10 @@ class RawExport:
 
 def compact(export: RawExport) -> RawExport:
     """The export as the intake log keeps it: a body that came uncompressed, zstd-compressed;
-    anything else as it is. Releases the GIL while it compresses."""
-    if export.content_encoding not in (None, "", "identity") or len(export.body) < COMPACT_MIN_BYTES:
+    anything else (a gzipped body, a small one, a ``--no-text`` one) as it is. Releases the
+    GIL while it compresses."""
+    if (export.content_encoding not in (None, "", "identity")
+            or len(export.body) < COMPACT_MIN_BYTES or export.content_type == REDACTED_PROTOBUF):
         return export
     packed = _zstd().compress(export.body, asbytes=True)
     return RawExport(len(export.body).to_bytes(_SIZE_BYTES, "little") + packed,
