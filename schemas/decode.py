@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from datetime import UTC, date, datetime
+from types import NoneType
 from typing import Any
 
 from midtrace.schemas import conventions as c
@@ -57,18 +58,24 @@ def _array(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
     value = attrs.get(key)
     if value is None:
         return None
-    kind = c.BY_NAME[key].type
     if not isinstance(value, list):
+        kind = c.BY_NAME[key].type
         raise InvalidAttributes(f"{key} must be {kind}, got {_type_name(value)} {_short(value)}")
-    item = kind[:-2]
+    item = _ITEM[key]
+    # the common case in C (intake checks every chunk array of every export): one pass for
+    # the element types, ``in`` for the values that need a second look
     types = set(map(type, value))
-    types.discard(type(None))
+    if NoneType in types:
+        types.discard(NoneType)
+        present = [v for v in value if v is not None]
+    else:
+        present = value
     if types <= _FAST[item]:
-        if item == "int":
+        if item == "int" and present and max(present) > c.MAX_INT:
             _check_range(key, value)
-        if item == "string":
-            return [v or None for v in value]
-        if item == "double":
+        elif item == "string":
+            return [v or None for v in value] if "" in value else list(value)
+        elif item == "double":
             return [None if v is None or v != v else float(v) for v in value]
         return list(value)
     out: list[Any] = []
@@ -99,6 +106,8 @@ def _check_range(key: str, values: list[Any]) -> None:
 
 # Element types that need no per-element check (bool is not an int here: type() is exact).
 _FAST: dict[str, set[type]] = {"string": {str}, "boolean": {bool}, "int": {int}, "double": {float, int}}
+# The element type of each array attribute: "int" for "int[]".
+_ITEM = {a.name: a.type[:-2] for a in c.ALL_ATTRS if a.type.endswith("[]")}
 
 
 def _type_name(v: Any) -> str:
@@ -216,18 +225,20 @@ def _decode_sections(attrs: Mapping[str, Any]) -> tuple[PromptSection, ...] | No
 
 def _offsets(key: str, col: list[int | None]) -> list[int | None]:
     """An offset or position column with -1 (none) read as None; a negative is refused."""
-    for i, v in enumerate(col):
-        if v is not None and v < 0 and v != -1:
-            raise InvalidAttributes(f"{key}[{i}] must not be negative, got {v}")
-    return [None if v is None or v == -1 else v for v in col]
+    present = col if None not in col else [v for v in col if v is not None]
+    if present and min(present) < -1:
+        i, v = next((i, v) for i, v in enumerate(col) if v is not None and v < -1)
+        raise InvalidAttributes(f"{key}[{i}] must not be negative, got {v}")
+    return [None if v == -1 else v for v in col] if -1 in col else list(col)
 
 
 def _ranks(key: str, col: list[int | None]) -> list[int | None]:
     """A rank column with 0 (none) read as None; ranks are 1-based."""
-    for i, v in enumerate(col):
-        if v is not None and v < 0:
-            raise InvalidAttributes(f"{key}[{i}] must be a 1-based rank, got {v}")
-    return [v or None for v in col]
+    present = col if None not in col else [v for v in col if v is not None]
+    if present and min(present) < 0:
+        i, v = next((i, v) for i, v in enumerate(col) if v is not None and v < 0)
+        raise InvalidAttributes(f"{key}[{i}] must be a 1-based rank, got {v}")
+    return [v or None for v in col] if 0 in col else list(col)
 
 
 def _decode_chunks(attrs: Mapping[str, Any], build: bool = True,
@@ -264,14 +275,17 @@ def _decode_chunks(attrs: Mapping[str, Any], build: bool = True,
     rerank_ranks = _ranks(c.CHUNK_RERANK_RANKS, cols[c.CHUNK_RERANK_RANKS])
     stages, reasons = cols[c.CHUNK_STAGES], cols[c.CHUNK_DROP_REASONS]
     updated = cols[c.CHUNK_UPDATED_DATES]
+    source_ids, labels, authorities = (cols[c.CHUNK_SOURCE_IDS], cols[c.CHUNK_LABELS],
+                                       cols[c.CHUNK_AUTHORITIES])
+    retrieval_scores, rerank_scores = cols[c.CHUNK_RETRIEVAL_SCORES], cols[c.CHUNK_RERANK_SCORES]
+    decisive, cited, texts = cols[c.CHUNK_DECISIVE], cols[c.CHUNK_CITED], cols[c.CHUNK_TEXTS]
 
     stage_of: dict[str, str] = {}
     chunks: list[Chunk] = []
     raw_placements: list[tuple[int | None, int, str, int | None, int | None, int | None, int | None]] = []
-    for i, cid in enumerate(ids):
-        stage = stages[i]
-        prompt_index, ts, te, cs, ce = (prompt_indices[i], token_starts[i], token_ends[i],
-                                        char_starts[i], char_ends[i])
+    for i, (cid, stage, prompt_index, ts, te, cs, ce, reason, updated_at) in enumerate(zip(
+            ids, stages, prompt_indices, token_starts, token_ends, char_starts, char_ends,
+            reasons, updated)):
         placed = prompt_index is not None or ts is not None or cs is not None
         if stage is None:
             stage = "in_prompt" if placed else "retrieved"
@@ -281,13 +295,10 @@ def _decode_chunks(attrs: Mapping[str, Any], build: bool = True,
         if placed and stage != "in_prompt":
             raise InvalidAttributes(
                 f"chunk {cid!r} (entry {i}) has a prompt position but stage {stage!r}")
-        for name, start, end in ((c.CHUNK_TOKEN_ENDS, ts, te), (c.CHUNK_CHAR_ENDS, cs, ce)):
-            if (start is None) != (end is None):
-                raise InvalidAttributes(f"entry {i} of chunk {cid!r}: start and end offsets "
-                                        f"must be sent together ({name})")
-            if start is not None and end is not None and end < start:
-                raise InvalidAttributes(f"{name}[{i}] = {end} is before its start {start}")
-        reason = reasons[i]
+        if ts is not None or te is not None:
+            _check_span(c.CHUNK_TOKEN_ENDS, i, cid, ts, te)
+        if cs is not None or ce is not None:
+            _check_span(c.CHUNK_CHAR_ENDS, i, cid, cs, ce)
         if reason is not None:
             if reason not in DROP_REASONS:
                 raise InvalidAttributes(f"{c.CHUNK_DROP_REASONS}[{i}] is {reason!r}; "
@@ -303,24 +314,34 @@ def _decode_chunks(attrs: Mapping[str, Any], build: bool = True,
                     "for a second placement of the chunk in the prompt")
             continue
         stage_of[cid] = stage
-        day = None if updated[i] is None else _parse_date(c.CHUNK_UPDATED_DATES, i, updated[i])
+        day = None if updated_at is None else _parse_date(c.CHUNK_UPDATED_DATES, i, updated_at)
         if build:
             chunks.append(Chunk(
                 id=cid, stage=stage, drop_reason=reason,
-                source_id=cols[c.CHUNK_SOURCE_IDS][i],
+                source_id=source_ids[i],
                 source_position=source_positions[i],
                 retrieval_rank=retrieval_ranks[i],
-                retrieval_score=cols[c.CHUNK_RETRIEVAL_SCORES][i],
+                retrieval_score=retrieval_scores[i],
                 rerank_rank=rerank_ranks[i],
-                rerank_score=cols[c.CHUNK_RERANK_SCORES][i],
-                label=cols[c.CHUNK_LABELS][i],
-                authority=cols[c.CHUNK_AUTHORITIES][i],
+                rerank_score=rerank_scores[i],
+                label=labels[i],
+                authority=authorities[i],
                 updated=day,
-                decisive=cols[c.CHUNK_DECISIVE][i],
-                cited=cols[c.CHUNK_CITED][i],
-                text=cols[c.CHUNK_TEXTS][i],
+                decisive=decisive[i],
+                cited=cited[i],
+                text=texts[i],
             ))
     return tuple(chunks), _order_placements(raw_placements, build)
+
+
+def _check_span(name: str, i: int, cid: str, start: int | None, end: int | None) -> None:
+    """Entry ``i``'s start and end offsets (``name`` is the ends' attribute): both or neither,
+    and the end not before the start."""
+    if (start is None) != (end is None):
+        raise InvalidAttributes(f"entry {i} of chunk {cid!r}: start and end offsets "
+                                f"must be sent together ({name})")
+    if start is not None and end is not None and end < start:
+        raise InvalidAttributes(f"{name}[{i}] = {end} is before its start {start}")
 
 
 def _order_placements(raw: list[tuple[Any, ...]], build: bool = True) -> tuple[Placement, ...]:
