@@ -40,7 +40,8 @@ def doc_attrs(prefix: str, ids: Sequence[str],
     return attrs
 
 
-def send(tracer: Tracer, with_llm: bool = True) -> None:
+def send(tracer: Tracer, with_llm: bool = True,
+         extra: dict[str, AttributeValue] | None = None) -> None:
     retrieved = ["kb-1", "kb-2", "kb-3", "kb-4", "kb-5"]
     reranked = ["kb-4", "kb-1", "kb-5"]
     with tracer.start_as_current_span("query") as root:
@@ -50,7 +51,8 @@ def send(tracer: Tracer, with_llm: bool = True) -> None:
             span.set_attributes({KIND: OpenInferenceSpanKindValues.RETRIEVER.value,
                                  SpanAttributes.INPUT_VALUE: "article 4",
                                  **doc_attrs(SpanAttributes.RETRIEVAL_DOCUMENTS, retrieved,
-                                             [0.9, 0.8, 0.7, 0.6, 0.5])})
+                                             [0.9, 0.8, 0.7, 0.6, 0.5]),
+                                 **(extra or {})})
         with tracer.start_as_current_span("rerank") as span:
             span.set_attributes({
                 KIND: OpenInferenceSpanKindValues.RERANKER.value,
@@ -83,10 +85,11 @@ def send(tracer: Tracer, with_llm: bool = True) -> None:
             })
 
 
-def normalized(with_llm: bool = True) -> RagRequest:
+def normalized(with_llm: bool = True,
+               extra: dict[str, AttributeValue] | None = None) -> RagRequest:
     exporter = InMemorySpanExporter()
     provider = provider_with(exporter)
-    send(provider.get_tracer("test"), with_llm)
+    send(provider.get_tracer("test"), with_llm, extra)
     provider.shutdown()
     request = normalize_openinference(records(exporter.get_finished_spans()))
     assert request is not None
@@ -125,3 +128,11 @@ def test_before_the_llm_span_arrives_the_reranked_stage_is_reported() -> None:
         "kb-1": "reranked", "kb-2": "dropped", "kb-3": "dropped", "kb-4": "reranked",
         "kb-5": "reranked"}
     assert record.placements == () and record.answer is None and record.cited_ids is None
+
+
+def test_a_list_index_that_is_no_decimal_number_is_not_a_document() -> None:
+    # "²" is a digit to str.isdigit() but not to int(): such a key once failed the trace
+    prefix = SpanAttributes.RETRIEVAL_DOCUMENTS
+    odd = {f"{prefix}.\u00b2.{DocumentAttributes.DOCUMENT_CONTENT}": "not a document",
+           f"{prefix}.9999999999.{DocumentAttributes.DOCUMENT_ID}": "too long an index"}
+    assert normalized(extra=odd).record.chunks == normalized().record.chunks
