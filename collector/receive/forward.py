@@ -151,7 +151,7 @@ class Forwarder:
                 if answer.status_code not in RETRYABLE:
                     break
                 retry_after = answer.headers.get("retry-after", "")
-                if retry_after.isdigit():
+                if retry_after.isascii() and retry_after.isdigit():  # delta-seconds; not "²"
                     wait = min(float(retry_after), MAX_BACKOFF_S)
             if attempt + 1 < ATTEMPTS:
                 with self._cond:

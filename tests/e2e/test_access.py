@@ -204,3 +204,38 @@ def test_shutdown_with_a_slow_target_keeps_to_the_two_seconds_the_docs_promise()
         took = time.monotonic() - started
     assert took < 3.0, f"shutdown took {took:.1f} s"
     assert forwarder.state.sent == 0
+
+
+def test_a_retry_after_that_is_no_ascii_number_keeps_the_forwarder_going() -> None:
+    """Retry-After "²" (a digit to str.isdigit(), not to float()) once killed the forward
+    thread: every later batch stayed queued and was dropped."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    answers = ["busy", "ok", "ok"]
+
+    class Target(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            if answers.pop(0) == "busy":
+                self.send_response(503)
+                self.send_header("Retry-After", "\u00b2")  # one latin-1 byte, 0xB2
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Target) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        forwarder = Forwarder(f"http://127.0.0.1:{server.server_address[1]}").start()
+        try:
+            forwarder.offer(Batch(b"x", "application/x-protobuf"))
+            forwarder.offer(Batch(b"y", "application/x-protobuf"))
+            wait_for(lambda: forwarder.state.sent == 2, "both batches to be forwarded")
+        finally:
+            forwarder.close(drain_seconds=0)
+            server.shutdown()
+    assert forwarder.state.failed == 0 and answers == []
