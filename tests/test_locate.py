@@ -262,6 +262,22 @@ def test_citations_map_labels_then_ids_then_prompt_order() -> None:
     assert resolve_citations("no markers", ids, [None] * 3, {}, PATTERN) is None
 
 
+def test_a_marker_of_digits_int_cannot_read_is_an_unresolved_key() -> None:
+    # "²" and "³" are digits to str.isdigit() but not to int(): an answer citing "[²]"
+    # once failed its whole trace, and a prompt labelling a document "[³]" the same
+    ids = ["a", "b"]
+    cited = resolve_citations("see [\u00b2] and [2]", ids, [None] * 2, {}, PATTERN)
+    assert cited is not None
+    assert cited.cited_ids == ("b",) and cited.unresolved == ("\u00b2",)
+    prompt = "[\u00b3] AAA\n[1] BBB"
+    placed = [(prompt.index("AAA"), prompt.index("AAA") + 3),
+              (prompt.index("BBB"), prompt.index("BBB") + 3)]
+    labels = prompt_labels(prompt, placed, PATTERN)
+    assert labels == ["\u00b3", "1"]
+    labelled = resolve_citations("see [\u00b3] and [1]", ids, labels, {}, PATTERN)
+    assert labelled is not None and labelled.cited_ids == ("a", "b")
+
+
 def test_the_citation_pattern_is_configurable_and_checked() -> None:
     custom = citation_pattern({CITATION_PATTERN_ENV: r"\(ref (\w+)\)"})
     assert citation_keys("as shown (ref 4) and [5]", custom) == ["4"]

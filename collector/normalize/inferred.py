@@ -240,7 +240,7 @@ def _citations(answer: str, prompt: str | None, placements: Sequence[Placement],
     if result is None:
         return None, []
     warnings = []
-    numeric = [k for k in result.unresolved if k.isdigit()]
+    numeric = [k for k in result.unresolved if k.isdecimal()]
     if numeric:
         warnings.append("the answer cites " + ", ".join(f"[{k}]" for k in numeric)
                         + ", which matches no document label, id or prompt position")

@@ -587,9 +587,9 @@ def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
         if markers:
             last_start, _, last_keys = markers[-1]
             label = last_keys[-1]
-            if not label.isdigit():
+            if not label.isdecimal():
                 same_line = [k for s, e, keys in markers if "\n" not in window[e:last_start]
-                             for k in keys if k.isdigit()]
+                             for k in keys if k.isdecimal()]
                 label = same_line[-1] if same_line else label
         labels.append(label)
         prev_end = max(prev_end, end)
@@ -619,7 +619,7 @@ def resolve_citations(answer: str, placed_ids: Sequence[str], labels: Sequence[s
         return None
     by_label: dict[str, list[str]] = {}
     for cid, label in zip(placed_ids, labels):
-        if label is not None and label.isdigit():
+        if label is not None and label.isdecimal():
             by_label[label] = [cid]
         elif label is not None:
             by_label.setdefault(label, []).append(cid)
@@ -627,7 +627,7 @@ def resolve_citations(answer: str, placed_ids: Sequence[str], labels: Sequence[s
     unresolved: list[str] = []
     for key in keys:
         ids = by_label.get(key) or list(aliases.get(key, ()))
-        if not ids and not by_label and key.isdigit() and 1 <= int(key) <= len(placed_ids):
+        if not ids and not by_label and key.isdecimal() and 1 <= int(key) <= len(placed_ids):
             ids = [placed_ids[int(key) - 1]]
         if not ids:
             if key not in unresolved:
