@@ -3,7 +3,8 @@ collector refuses it with a reason (BadInput: a 4xx, or a span refused in partia
 accepts it, and what it accepts derives without an error. Before this test, mutations like
 these found a 500 for ``{"resourceSpans": 5}``, a 500 for a logs export whose ``scopeLogs``
 was ``true``, a span attribute array of mixed types that lost its whole acknowledged export,
-and a ``gen_ai.operation.name`` list that left its trace underived.
+a ``gen_ai.operation.name`` list that left its trace underived, and an answer citing
+``[\u00b2]`` that did the same.
 
 Each example is a seed for the mutations below (a seed that fails reproduces the failure).
 The intake's reading and checks and a derive worker's steps are called as the collector
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,49 @@ def mutate_attribute(rng: random.Random, export: dict[str, Any]) -> None:
         span["attributes"] = [*attributes, {"key": rng.choice(KNOWN), "value": copy(rng.choice(ANY))}]
 
 
+# Text put into a string attribute (a prompt, an answer, a document): digits int() cannot
+# read in citation markers, list indices and labels, case changes that change length, lone
+# surrogates, NUL, line separators, ligatures and combining marks that normalizing changes
+SNIPPETS: list[str] = [
+    "[\u00b2]", "[\u00b3] ", "[doc-\u00b2]", "<doc id=\u00b9>", "Document \u00b2", "\u3010\u00b2\u2020s\u3011",
+    "[\u0663]", "\u0130", "\u00df", "\u1e9e", "\ufb01", "e\u0301", "\u0000", "\ud800", "\udfff",
+    "\u2028", "\r\n", "[", "]", "[]", "[ , ; ]", "[1, and, 2]", "[" + "9" * 40 + "]", "\t\t", "\u200b",
+    "Question: ", "Answer: ", "\ufeff"]
+
+
+# the keys a normalizer reads, as one pattern: what odd text is put into most often
+READ = re.compile("|".join(
+    re.escape(key).replace(re.escape("<i>"), r"\d+").replace(re.escape("<j>"), r"\d+")
+    .replace(re.escape("*"), r"[^.]+")
+    for key in (*genai.ATTRIBUTES_READ, *openinference.ATTRIBUTES_READ, *vercel_ai.ATTRIBUTES_READ)))
+
+
+def mutate_text(rng: random.Random, export: dict[str, Any]) -> None:
+    """Odd text put into a few string attributes of the export (most often ones a normalizer
+    reads: an answer, a prompt, a document), or in place of a list index in their keys."""
+    def listed(obj: Any, key: str) -> list[Any]:
+        value = obj.get(key) if isinstance(obj, dict) else None
+        return value if isinstance(value, list) else []
+
+    kvs = [kv for rs in listed(export, "resourceSpans") for ss in listed(rs, "scopeSpans")
+           for span in listed(ss, "spans") for kv in listed(span, "attributes")
+           if isinstance(kv, dict) and isinstance(kv.get("value"), dict)
+           and isinstance(kv["value"].get("stringValue"), str) and isinstance(kv.get("key"), str)]
+    read = [kv for kv in kvs if READ.fullmatch(kv["key"])]
+    for _ in range(rng.randint(1, 6) if kvs else 0):
+        kv = rng.choice(read if read and rng.random() < 0.8 else kvs)
+        snippet = "".join(rng.choice(SNIPPETS) for _ in range(rng.randint(1, 2)))
+        index = [i for i, part in enumerate(kv["key"].split(".")) if part.isdigit()]
+        if index and rng.random() < 0.2:  # a list index: "retrieval.documents.\u00b2.document.id"
+            parts = kv["key"].split(".")
+            parts[rng.choice(index)] = snippet
+            kv["key"] = ".".join(parts)
+            continue
+        text = kv["value"]["stringValue"]
+        at = rng.choice((0, len(text), rng.randint(0, len(text))))
+        kv["value"]["stringValue"] = text[:at] + snippet + text[at:]
+
+
 def intake(body: bytes, content_type: str) -> list[Any] | None:
     """The spans intake accepts (as Intake.export checks them), None when it refuses the body."""
     try:
@@ -136,6 +181,20 @@ def test_a_mutated_trace_export_is_refused_with_a_reason_or_derived(seed: int) -
             proto[rng.randrange(len(proto))] = rng.randrange(256)
         if intake(bytes(proto), PROTOBUF):
             derives(bytes(proto), PROTOBUF)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=2**32))
+def test_odd_text_in_what_the_normalizers_read_is_derived(seed: int) -> None:
+    """Before this test, "[\u00b2]" in an answer and "\u00b2" as a document's list index
+    (digits to str.isdigit(), not to int()) each left their trace underived."""
+    rng = random.Random(seed)
+    export = copy(rng.choice(EXPORTS))
+    for _ in range(rng.randint(1, 3)):
+        mutate_text(rng, export)
+    body = json.dumps(export).encode()
+    if intake(body, JSON):
+        derives(body, JSON)
 
 
 LOGS = {"resourceLogs": [{"resource": {"attributes": []}, "scopeLogs": [{
