@@ -243,7 +243,10 @@ def json_any_value(v: Any) -> AttrValue:
         if isinstance(d, str):
             return float(d)  # "NaN", "Infinity", "-Infinity"
         if isinstance(d, (int, float)) and not isinstance(d, bool):
-            return float(d)
+            try:
+                return float(d)
+            except OverflowError:  # JSON allows an integer of any length; a double does not
+                raise ValueError(f"doubleValue {str(d)[:20]}... is beyond a double's range") from None
         raise ValueError(f"doubleValue must be a number, got {d!r:.40}")
     if "arrayValue" in v:
         return [json_any_value(x) for x in (v["arrayValue"] or {}).get("values") or []]

@@ -240,6 +240,11 @@ def outcome_from_json(item: Any) -> Outcome:
             ok = isinstance(value, kind)
         if not ok:
             raise ValueError(f"{key} must be {_kind_name(kind)}, got {type(value).__name__}")
+        if kind is float and isinstance(value, int):
+            try:
+                float(value)
+            except OverflowError:  # JSON allows an integer of any length; a double does not
+                raise ValueError(f"{key} {str(value)[:20]}... is beyond a double's range") from None
         if kind is list and not all(isinstance(v, str) for v in value):
             raise ValueError(f"{key} must be a list of strings")
     grader = item.get("grader")

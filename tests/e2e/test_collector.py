@@ -248,6 +248,8 @@ BAD_INPUT = [
      "application/json", None, 200, "scope must be an object whose name is a string", True),
     ("scopeSpans of strings", with_extra_scope(["not a scope"]),
      "application/json", None, 200, "scopeSpans entries must be objects", True),
+    ("a double of 400 digits", with_bad_span([kv("d", {"doubleValue": "D"})]).replace(
+        b'"D"', b"7" * 400), "application/json", None, 200, "beyond a double's range", True),
     ("an integer of 5,000 digits", with_bad_span([kv("n", {"intValue": "N"})]).replace(
         b'"N"', b"7" * 5000), "application/json", None, 400, "not JSON midtrace can read", False),
     ("JSON nested 100,000 deep", b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
@@ -369,6 +371,7 @@ def test_large_and_strange_text_is_stored_exactly(collector: Proc, db_path: Path
     ({"trace_id": "not-hex"}, "trace_id must be 32 hex"),
     ({"trace_id": "ab" * 16, "correct": "yes"}, "correct must be true or false"),
     ({"trace_id": "ab" * 16, "time": "last week"}, "time must be RFC 3339"),
+    ({"trace_id": "ab" * 16, "score": 10**400}, "score 10000000000000000000... is beyond"),
 ])
 def test_bad_outcomes_are_refused_by_index_and_the_rest_kept(collector: Proc, db_path: Path,
                                                              item: dict[str, Any], error: str) -> None:
