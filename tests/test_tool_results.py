@@ -65,6 +65,14 @@ def test_other_results_are_no_retrieval(result: Any) -> None:
     assert tool_documents(result) == ()
 
 
+
+def test_a_score_beyond_a_float_is_no_score() -> None:
+    # JSON allows an integer of any length; float() of one past 1e308 raises OverflowError,
+    # which once failed the whole trace
+    result = json.dumps([{"id": "a", "score": 10**400, "text": TEXT_A},
+                         {"id": "b", "score": "1e999", "text": TEXT_B}])
+    assert read(result) == [(1, TEXT_A, "a", None, None), (2, TEXT_B, "b", None, None)]
+
 @pytest.mark.parametrize("ensure_ascii", [True, False])
 def test_documents_are_found_escaped_in_the_tool_message(ensure_ascii: bool) -> None:
     result = json.dumps({"results": [{"id": "a", "text": TEXT_A}, {"id": "b", "text": TEXT_B}]},

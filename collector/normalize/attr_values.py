@@ -39,15 +39,15 @@ def integer(attrs: Mapping[str, Any], key: str) -> int | None:
 
 
 def number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                return None
-        else:
-            return None
-    return None if math.isnan(value) or math.isinf(value) else float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        value = float(value)
+    except ValueError:  # text that is no number
+        return None
+    except OverflowError:  # an integer beyond a float's range: JSON allows any length
+        return None
+    return None if math.isnan(value) or math.isinf(value) else value
 
 
 def identifier(value: Any) -> str | None:
