@@ -3,8 +3,8 @@ collector refuses it with a reason (BadInput: a 4xx, or a span refused in partia
 accepts it, and what it accepts derives without an error. Before this test, mutations like
 these found a 500 for ``{"resourceSpans": 5}``, a 500 for a logs export whose ``scopeLogs``
 was ``true``, a span attribute array of mixed types that lost its whole acknowledged export,
-a ``gen_ai.operation.name`` list that left its trace underived, and an answer citing
-``[\u00b2]`` that did the same.
+a ``gen_ai.operation.name`` list that left its trace underived, an answer citing
+``[\u00b2]`` that did the same, and a ``doubleValue`` of 400 digits that lost its export.
 
 Each example is a seed for the mutations below (a seed that fails reproduces the failure).
 The intake's reading and checks and a derive worker's steps are called as the collector
@@ -36,7 +36,7 @@ EXPORTS: list[dict[str, Any]] = [
 
 # JSON values put in place of any value of an export
 ODD: list[Any] = [
-    None, True, 0, -1, 2**63, 2**64 + 5, -2**63 - 1, 1e308, 1.5, "", "x", "NaN", [], {},
+    None, True, 0, -1, 2**63, 2**64 + 5, -2**63 - 1, 10**400, 1e308, 1.5, "", "x", "NaN", [], {},
     [1, "a"], {"stringValue": 5}, {"intValue": "99999999999999999999999"},
     {"doubleValue": "inf"}, {"arrayValue": {"values": [{"intValue": "-5"}, {"stringValue": "a"}]}},
     {"kvlistValue": {"values": [{"key": 1}]}}, {"bytesValue": "!!!"}, {"arrayValue": None},
@@ -46,7 +46,8 @@ ANY: list[dict[str, Any]] = [
     {"stringValue": ""}, {"stringValue": "[1, 2]"}, {"stringValue": '{"a": [1]}'},
     {"stringValue": "null"}, {"stringValue": "x" * 3000}, {"intValue": "9223372036854775807"},
     {"intValue": "-9223372036854775808"}, {"intValue": "0"}, {"doubleValue": "NaN"},
-    {"doubleValue": "-Infinity"}, {"doubleValue": 1e308}, {"boolValue": True},
+    {"doubleValue": "-Infinity"}, {"doubleValue": 1e308}, {"doubleValue": 10**400},
+    {"stringValue": '[{"id": "a", "score": ' + "9" * 400 + ', "content": "x"}]'}, {"boolValue": True},
     {"arrayValue": {"values": []}},
     {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "3"}, {}]}},
     {"arrayValue": {"values": [{"stringValue": "long " * 60}, {"doubleValue": 0.5}]}},
