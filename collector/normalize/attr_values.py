@@ -86,7 +86,9 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
             try:
                 found = splits[key]
             except KeyError:
-                found = splits[key] = _split(key, len(head))
+                found = _split(key, len(head))
+                if len(key) <= MAX_SPLIT_KEY_CHARS:
+                    splits[key] = found
             if found is not None:
                 i, rest = found
                 if (row := out.get(i)) is None:
@@ -97,9 +99,13 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
 
 # The same keys come with every request of an instrumentation ("retrieval.documents.3.
 # document.content"): each is cut into its index and rest once, which halves the cost of
-# reading a span's documents and messages. At most MAX_SPLITS keys are kept per prefix.
+# reading a span's documents and messages. At most MAX_SPLITS keys of at most
+# MAX_SPLIT_KEY_CHARS are kept per prefix (the prefixes are this code's, about ten): some
+# 2.5 MB a prefix at most, whatever keys a client makes up; an instrumentation's keys for a
+# hundred documents or messages are a few hundred.
 _SPLITS: dict[str, dict[str, tuple[int, str] | None]] = {}
-MAX_SPLITS = 1 << 16
+MAX_SPLITS = 4096
+MAX_SPLIT_KEY_CHARS = 200
 
 
 def _split(key: str, cut: int) -> tuple[int, str] | None:
