@@ -7,8 +7,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -209,9 +211,6 @@ def test_shutdown_with_a_slow_target_keeps_to_the_two_seconds_the_docs_promise()
 def test_a_retry_after_that_is_no_ascii_number_keeps_the_forwarder_going() -> None:
     """Retry-After "²" (a digit to str.isdigit(), not to float()) once killed the forward
     thread: every later batch stayed queued and was dropped."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    import threading
-
     answers = ["busy", "ok", "ok"]
 
     class Target(BaseHTTPRequestHandler):
