@@ -88,6 +88,18 @@ def test_rare_phrases_count_stop_words_and_the_question_do_not() -> None:
                              warranty_2="You can return it for a refund.")) == {}
 
 
+def test_a_question_that_holds_the_documents_does_not_ask_their_words() -> None:
+    # a trace that names no question has the last user message as its question: with the
+    # documents in it, every phrase of theirs would otherwise be "asked"
+    answer = "Send the original receipt with the signed return authorization form."
+    record = incident(answer=answer,
+                      warranty_2="Claims need the signed return authorization form and a photo.")
+    stuffed = dataclasses.replace(record, question="Use the documents.\n" + "\n".join(
+        f"[{i + 1}] {c.text}" for i, c in enumerate(record.chunks)) + "\nWhat do I send?")
+    assert followed(stuffed) == followed(record) == {"warranty#2": [
+        ("ngram", "signed return authorization form", "signed return authorization form")]}
+
+
 def test_a_phrase_in_most_chunks_is_not_specific() -> None:
     boiler = "Contact support team members for help."
     record = incident(answer="Ask the support team members.",

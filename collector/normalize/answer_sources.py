@@ -263,18 +263,25 @@ def answer_sources(record: RagRecord) -> list[AnswerSource]:
     if not chosen:
         return []
     low = _lower(answer)
+    parts = [_lower(text) for _, _, text in chosen]
     question = record.question
-    question_words: Container[str] = _Words(_lower(question)) \
-        if question and not isinstance(question, RedactedText) else frozenset()
+    question_words: Container[str] = frozenset()
+    if question and not isinstance(question, RedactedText):
+        asked = _lower(question)
+        # A question holding the documents (a trace that names no question has the last user
+        # message, documents and all) does not ask their words: else every phrase the answer
+        # takes from a document would count as repeating the question.
+        for part in parts:
+            if len(part) < len(asked):
+                asked = asked.replace(part, " ")
+        question_words = _Words(asked)
     features = _features(low, question_words)
     if not features:
         return []
     starts: list[int] = []
-    parts: list[str] = []
     at = 0
     for _, _, text in chosen:
         starts.append(at)
-        parts.append(_lower(text))
         at += len(text) + 1
     haystack = _JOIN.join(parts)
     found: dict[int, list[tuple[_Feature, int, int]]] = {}  # chunk index -> matches
