@@ -225,20 +225,22 @@ def _decode_sections(attrs: Mapping[str, Any]) -> tuple[PromptSection, ...] | No
 
 def _offsets(key: str, col: list[int | None]) -> list[int | None]:
     """An offset or position column with -1 (none) read as None; a negative is refused."""
-    present = col if None not in col else [v for v in col if v is not None]
-    if present and min(present) < -1:
-        i, v = next((i, v) for i, v in enumerate(col) if v is not None and v < -1)
-        raise InvalidAttributes(f"{key}[{i}] must not be negative, got {v}")
-    return [None if v == -1 else v for v in col] if -1 in col else list(col)
+    return _with_none(key, col, -1, "must not be negative")
 
 
 def _ranks(key: str, col: list[int | None]) -> list[int | None]:
     """A rank column with 0 (none) read as None; ranks are 1-based."""
+    return _with_none(key, col, 0, "must be a 1-based rank")
+
+
+def _with_none(key: str, col: list[int | None], none: int, rule: str) -> list[int | None]:
+    """``col`` with ``none`` read as None; a value below it is refused, ``rule`` saying why.
+    The common case is found in C (``min``, ``in``)."""
     present = col if None not in col else [v for v in col if v is not None]
-    if present and min(present) < 0:
-        i, v = next((i, v) for i, v in enumerate(col) if v is not None and v < 0)
-        raise InvalidAttributes(f"{key}[{i}] must be a 1-based rank, got {v}")
-    return [v or None for v in col] if 0 in col else list(col)
+    if present and min(present) < none:
+        i, v = next((i, v) for i, v in enumerate(col) if v is not None and v < none)
+        raise InvalidAttributes(f"{key}[{i}] {rule}, got {v}")
+    return [None if v == none else v for v in col] if none in col else list(col)
 
 
 def _decode_chunks(attrs: Mapping[str, Any], build: bool = True,

@@ -83,14 +83,21 @@ def mutate(rng: random.Random, value: Any, depth: int = 0) -> Any:
     return value
 
 
+def listed(obj: Any, key: str) -> list[Any]:
+    """``obj[key]`` when ``obj`` is an object and that is a list, else an empty list."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, list) else []
+
+
+def spans_in(export: Any) -> list[dict[str, Any]]:
+    """The span objects of an OTLP/JSON export, however mutated."""
+    return [span for rs in listed(export, "resourceSpans") for ss in listed(rs, "scopeSpans")
+            for span in listed(ss, "spans") if isinstance(span, dict)]
+
+
 def mutate_attribute(rng: random.Random, export: dict[str, Any]) -> None:
     """One span's attribute given an odd value, or an attribute a normalizer reads added."""
-    def listed(obj: Any, key: str) -> list[Any]:
-        value = obj.get(key) if isinstance(obj, dict) else None
-        return value if isinstance(value, list) else []
-
-    spans = [span for rs in listed(export, "resourceSpans") for ss in listed(rs, "scopeSpans")
-             for span in listed(ss, "spans") if isinstance(span, dict)]
+    spans = spans_in(export)
     if not spans:
         return
     span = rng.choice(spans)
@@ -122,21 +129,16 @@ READ = re.compile("|".join(
 def mutate_text(rng: random.Random, export: dict[str, Any]) -> None:
     """Odd text put into a few string attributes of the export (most often ones a normalizer
     reads: an answer, a prompt, a document), or in place of a list index in their keys."""
-    def listed(obj: Any, key: str) -> list[Any]:
-        value = obj.get(key) if isinstance(obj, dict) else None
-        return value if isinstance(value, list) else []
-
-    kvs = [kv for rs in listed(export, "resourceSpans") for ss in listed(rs, "scopeSpans")
-           for span in listed(ss, "spans") for kv in listed(span, "attributes")
+    kvs = [kv for span in spans_in(export) for kv in listed(span, "attributes")
            if isinstance(kv, dict) and isinstance(kv.get("value"), dict)
            and isinstance(kv["value"].get("stringValue"), str) and isinstance(kv.get("key"), str)]
     read = [kv for kv in kvs if READ.fullmatch(kv["key"])]
     for _ in range(rng.randint(1, 6) if kvs else 0):
         kv = rng.choice(read if read and rng.random() < 0.8 else kvs)
         snippet = "".join(rng.choice(SNIPPETS) for _ in range(rng.randint(1, 2)))
-        index = [i for i, part in enumerate(kv["key"].split(".")) if part.isdigit()]
+        parts = kv["key"].split(".")
+        index = [i for i, part in enumerate(parts) if part.isdigit()]
         if index and rng.random() < 0.2:  # a list index: "retrieval.documents.\u00b2.document.id"
-            parts = kv["key"].split(".")
             parts[rng.choice(index)] = snippet
             kv["key"] = ".".join(parts)
             continue

@@ -229,6 +229,15 @@ def _json_int(value: Any, what: str, enum: dict[str, int] | None = None) -> int:
     raise ValueError(f"{what} must be an integer, got {value!r:.40}")
 
 
+def json_double(value: int | float, what: str) -> float:
+    """A JSON number as a double; ValueError naming ``what`` for an integer past a double's
+    range (JSON allows any length, and float() of it raises OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{what} {str(value)[:20]}... is beyond a double's range") from None
+
+
 def json_any_value(v: Any) -> AttrValue:
     if not isinstance(v, dict) or not v:
         return None
@@ -243,10 +252,7 @@ def json_any_value(v: Any) -> AttrValue:
         if isinstance(d, str):
             return float(d)  # "NaN", "Infinity", "-Infinity"
         if isinstance(d, (int, float)) and not isinstance(d, bool):
-            try:
-                return float(d)
-            except OverflowError:  # JSON allows an integer of any length; a double does not
-                raise ValueError(f"doubleValue {str(d)[:20]}... is beyond a double's range") from None
+            return json_double(d, "doubleValue")
         raise ValueError(f"doubleValue must be a number, got {d!r:.40}")
     if "arrayValue" in v:
         return [json_any_value(x) for x in (v["arrayValue"] or {}).get("values") or []]

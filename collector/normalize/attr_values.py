@@ -43,9 +43,7 @@ def number(value: Any) -> float | None:
         return None
     try:
         value = float(value)
-    except ValueError:  # text that is no number
-        return None
-    except OverflowError:  # an integer beyond a float's range: JSON allows any length
+    except (ValueError, OverflowError):  # text that is no number, an integer past 1e308
         return None
     return None if math.isnan(value) or math.isinf(value) else value
 

@@ -27,8 +27,8 @@ from midtrace.schemas.conventions import MAX_INT
 from midtrace.schemas.decode import InvalidAttributes, check_record, decode_record, has_midtrace_attributes
 from midtrace.schemas.model import GRADERS, Outcome
 from midtrace.collector.intake.otlp import (
-    PayloadError, SpanRecord, json_spans, load_json, may_hold_lone_surrogates, parse_protobuf,
-    spans_of)
+    PayloadError, SpanRecord, json_double, json_spans, load_json, may_hold_lone_surrogates,
+    parse_protobuf, spans_of)
 
 SpanPairs = list[tuple[SpanRecord | None, str | None]]
 
@@ -240,11 +240,8 @@ def outcome_from_json(item: Any) -> Outcome:
             ok = isinstance(value, kind)
         if not ok:
             raise ValueError(f"{key} must be {_kind_name(kind)}, got {type(value).__name__}")
-        if kind is float and isinstance(value, int):
-            try:
-                float(value)
-            except OverflowError:  # JSON allows an integer of any length; a double does not
-                raise ValueError(f"{key} {str(value)[:20]}... is beyond a double's range") from None
+        if kind is float:
+            json_double(value, key)
         if kind is list and not all(isinstance(v, str) for v in value):
             raise ValueError(f"{key} must be a list of strings")
     grader = item.get("grader")
