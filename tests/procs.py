@@ -58,6 +58,13 @@ def read_trace(url: str, trace_id: str) -> dict[str, Any]:
     return trace
 
 
+def site_packages_mapped(pid: int) -> set[str]:
+    """The installed packages whose files (extension modules) a process has mapped."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {line.split("site-packages/", 1)[1].split("/")[0].split(".")[0].lstrip("_")
+            for line in maps.splitlines() if "site-packages/" in line}
+
+
 def start(args: list[str], log_path: Path, ready: re.Pattern[str] = URL_LINE,
           timeout: float = 30, env: dict[str, str] | None = None) -> Proc:
     """Run ``python -m midtrace ARGS`` and wait for the line that says it is ready."""

@@ -34,6 +34,7 @@ from midtrace.collector.storage.threads import arrow_allocator
 from midtrace.collector.storage.writer import Writer
 from midtrace.demo import sample_files
 from midtrace.schemas.span import SpanRecord
+from tests.procs import site_packages_mapped
 
 LINES_PER_FILE = 6  # exports of each sample file: enough traces of every kind, quick to run
 
@@ -133,13 +134,6 @@ def test_workers_derive_what_the_writer_thread_derives(
     for name in TABLES:
         extra = sorted(set(map(repr, got[name])) ^ set(map(repr, expected[name])))
         assert got[name] == expected[name], f"{name} differs: {len(got[name])} vs {len(expected[name])}; {extra[:2]}"
-
-
-def site_packages_mapped(pid: int) -> set[str]:
-    """The installed packages whose files (extension modules) a process has mapped."""
-    maps = Path(f"/proc/{pid}/maps").read_text()
-    return {line.split("site-packages/", 1)[1].split("/")[0].split(".")[0].lstrip("_")
-            for line in maps.splitlines() if "site-packages/" in line}
 
 
 def test_a_worker_derives_without_loading_pandas_or_duckdb(

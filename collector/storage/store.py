@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pandas  # noqa: F401  pyarrow imports it when it converts values (collector/storage/
-# rows.py): pay that at start-up, not in the first write. Derive workers do without it.
+
+try:  # pyarrow imports it when it converts values (collector/storage/rows.py): pay that at
+    import pandas  # noqa: F401  start-up, not in the first write
+except ModuleNotFoundError:  # kept out (collector/keep_out.py): pyarrow converts without it
+    pass
 import pyarrow as pa
 import pyarrow.compute as pc
 

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from midtrace.collector.intake import otlp
 from midtrace.schemas.encode import record_request
 from midtrace.schemas.model import Chunk, Outcome, Placement, PromptSection, RagRecord
-from tests.procs import Proc
+from tests.procs import Proc, site_packages_mapped, start_collector
 from tests.sender import Sender
 
 FULL = RagRecord(
@@ -91,6 +91,45 @@ def test_every_field_of_a_request_survives(collector: Proc, db_path: Path) -> No
         ("warranty-2", 0, 100, 400), ("refund-7", 1, 400, 700), ("warranty-2", 2, 700, 1000)]
     assert rows(db_path, "SELECT trace_id, correct, decisive_chunk_ids, reviewer FROM request_outcomes") == [
         (trace_id, False, ["refund-7"], "app")]
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_collector_on_a_duckdb_file_works_without_pandas(tmp_path: Path, workers: str) -> None:
+    """pyarrow would import pandas as soon as the collector converted values to or from Arrow
+    (about 33 MB of its memory) though it converts them without it: the collector keeps
+    pandas out. Deriving in the collector process itself (``--derive-workers 0``) or in a
+    worker, taking outcomes and answering every kind of query, it loads none."""
+    proc = start_collector(tmp_path / "traces.duckdb", tmp_path / "collector.log",
+                           "--derive-workers", workers)
+    try:
+        sender = Sender(proc.url, service="support-bot")
+        trace_id = sender.send(FULL)
+        sender.close()
+        posted = httpx.post(proc.url + "/v1/outcomes", json={"outcomes": [
+            {"trace_id": trace_id, "time": "2026-11-02T10:00:00Z", "correct": True}]})
+        assert posted.status_code == 200, posted.text
+        trace = proc.trace(trace_id)
+        assert trace["request"]["question"] == FULL.question
+        assert [c["text"] for c in trace["chunks"]][:2] == [c.text for c in FULL.chunks[:2]]
+        api = proc.url + "/api/v1/"
+        listed = httpx.get(api + "requests", params={"fresh": "1", "traffic": "all"},
+                           timeout=30).json()
+        assert [r["trace_id"] for r in listed["rows"]] == [trace_id]
+        assert listed["rows"][0]["time"].startswith(str(datetime.now(UTC).year))
+        for view in httpx.get(api + "views", timeout=30).json()["views"]:
+            for fmt in ("json", "arrow"):
+                answer = httpx.get(view["url"].replace("/api/v1/", api),
+                                   params={"format": fmt, "group_by": "week", "traffic": "all"},
+                                   timeout=30)
+                assert answer.status_code == 200, (view["name"], fmt, answer.text)
+        for path in ("facets", "settings", f"prompts/{trace_id}"):
+            assert httpx.get(api + path, timeout=30).status_code == 200, path
+        mapped = site_packages_mapped(proc.process.pid)
+        assert {"duckdb", "pyarrow"} <= mapped, mapped  # the check sees what it loads
+        assert "pandas" not in mapped, "the collector loaded pandas"
+    finally:
+        assert proc.stop() == 0, proc.log()
+    assert "Traceback" not in proc.log(), proc.log()
 
 
 def finished_spans(record: RagRecord) -> list[Any]:
