@@ -32,6 +32,7 @@ core over the time to derive everything.
     .venv/bin/python bench/ingest.py --derive-workers 0,1 # the writer thread alone vs a worker
     .venv/bin/python bench/ingest.py --memory-limits none,256MB  # DuckDB's default vs a cap
     .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb  # into a 1M-request file
+    .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb --and-empty --repeats 3
     .venv/bin/python bench/ingest.py --run own --chdb     # a collector on DuckDB vs one on chdb
 """
 
@@ -625,11 +626,18 @@ def main() -> None:
     parser.add_argument("--into", type=Path,
                         help="start every run from a copy of this store, e.g. the 1M-request "
                              "file bench/views.py builds, to see how a full file slows ingest")
+    parser.add_argument("--and-empty", action="store_true",
+                        help="with --into: run each checkout also into an empty file, "
+                             "alternating, and print the ratio (the issue's bound: into a "
+                             "1M-request file no more than 10%% slower)")
     parser.add_argument("--phoenix-pid", type=int, help="Phoenix's process id, for its CPU and RSS")
     parser.add_argument("--chdb", action="store_true",
                         help="also run a collector on a chdb folder (ClickHouse in-process), "
                              "alternating with the DuckDB one")
     args = parser.parse_args()
+    if args.and_empty and args.into is None:
+        parser.error("--and-empty compares runs into --into FILE with runs into an empty file: "
+                     "give --into")
     with tempfile.TemporaryDirectory(prefix="midtrace-bench-") as tmp:
         if args.profile:
             profile(args.profile, args.requests, args.seed, Path(tmp))
@@ -651,6 +659,13 @@ def main() -> None:
                           for w in (args.derive_workers or [None])]
         if args.chdb:
             checkouts.append((ROOT, "chdb", None, "chdb", None))
+        into: dict[str, Path | None] = {label: args.into for _, label, *_ in checkouts}
+        if args.and_empty:  # each checkout into the file, then into an empty one
+            named = f"into {args.into.name}"
+            checkouts = [(c, f"{label}, {tag}", *rest) for c, label, *rest in checkouts
+                         for tag in (named, "empty file")]
+            into = {label: args.into if label.endswith(named) else None
+                    for _, label, *_ in checkouts}
         results = []
         for r in runs:
             for k in range(args.repeats):  # A, B, A, B: the two compared under the same load
@@ -660,7 +675,7 @@ def main() -> None:
                 for checkout, label, workers, engine, limit in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
                                             seed, Path(tmp), args.cache, checkout, label, workers,
-                                            args.into, engine, limit))
+                                            into[label], engine, limit))
                 if args.phoenix:
                     results.append(phoenix_once(r, args.requests, args.connections, seed,
                                                 Path(tmp), args.phoenix, args.phoenix_pid,
@@ -699,7 +714,8 @@ def main() -> None:
     for other in others:
         print(f"\nratio {first} / {other} (mean of the alternating runs):")
         for run in runs:
-            for key in ("requests_per_s", "derived_per_s", "collector_cpu_ms_per_request"):
+            for key in ("requests_per_s", "derived_per_s", "collector_cpu_ms_per_request",
+                        "peak_rss_mb"):
                 mine = [r[key] for r in results if r["run"] == run and r["checkout"] == first]
                 base = [r[key] for r in results if r["run"] == run and r["checkout"] == other]
                 if mine and base:
