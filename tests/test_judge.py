@@ -20,7 +20,7 @@ import pytest
 
 from midtrace.client import Filters, open_client
 from midtrace.judge.prompt import BadVerdict, JudgePrompt, label_chunks, parse_verdict
-from midtrace.judge.run import cache_key, sampled
+from midtrace.judge.run import Cache, cache_key, sampled
 from midtrace.schemas.model import Chunk, Placement, RagRecord
 from tests.fake_llm import FakeLLM
 from tests.metrics_fixtures import post_outcomes
@@ -177,6 +177,19 @@ def test_documents_are_labelled_in_prompt_order_and_the_cache_key_sees_everythin
 
 
 # --- end to end ------------------------------------------------------------------------------
+
+
+def test_a_cached_verdict_holding_unicode_line_separators_is_read_back(tmp_path: Path) -> None:
+    """The cache writes U+2028 and U+0085 as they are (JSON allows them inside a string);
+    read back with ``str.splitlines`` the line was cut in two and the call paid again."""
+    cache = Cache(tmp_path)
+    verdict = {"label": "supported", "reason": "the policy says\u202814 days\u0085and so"}
+    cache.put("k1", {"verdict": verdict})
+    cache.put("k2", {"verdict": {"label": "unsupported"}})
+    cache.close()
+    again = Cache(tmp_path)
+    assert again.get("k1") == verdict and again.get("k2") == {"label": "unsupported"}
+    again.close()
 
 
 def test_judge_through_a_collector_then_a_rerun_reads_the_cache(

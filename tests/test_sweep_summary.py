@@ -178,6 +178,21 @@ def test_journal_resumes_and_survives_a_cut_line(tmp_path: Path) -> None:
         Journal(path, {**header, "model": "other"})
 
 
+def test_a_journal_holding_unicode_line_separators_resumes_whole(tmp_path: Path) -> None:
+    """The journal writes U+2028, U+2029 and U+0085 as they are (JSON allows them inside a
+    string); read back with ``str.splitlines`` a line holding one was cut in two: in the
+    header the journal was "not a midtrace sweep journal", in a trial the call was paid again."""
+    header = {"experiment": "e", "model": "m\u2028x", "template_version": "v1"}
+    path = journal_path(tmp_path, "e")
+    j = Journal(path, header)
+    odd = replace(result("A", "rank_1", True), answer="14 days\u2029by card\u0085ok")
+    j.append([odd, result("A", "rank_2", False)])
+    j.close()
+    done = Journal(path, header).done
+    assert sorted(done) == [("A", "rank_1", "score_order", 0), ("A", "rank_2", "score_order", 0)]
+    assert done[odd.key].answer == odd.answer
+
+
 def test_a_journal_line_with_a_field_since_dropped_still_resumes(tmp_path: Path) -> None:
     header = {"experiment": "e", "model": "m", "template_version": "v1"}
     path = journal_path(tmp_path, "e")

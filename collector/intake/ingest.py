@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from midtrace.collector.receive.bodies import BadInput, check_spans, parse_outcomes
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.intake.otlp import PayloadError, iter_json_docs, json_spans
+from midtrace.jsonl import BYTES_LINE_END
 
 BATCH_SPANS = 5_000
 
@@ -25,11 +27,32 @@ class IngestReport:
     refused: list[str] = field(default_factory=list)
 
 
-def read_text(path: Path) -> str:
+class UnreadableFile(Exception):
+    """A whole file cannot be read (a damaged gzip stream): refused, the other files kept."""
+
+
+def read_text(path: Path) -> tuple[str, list[str]]:
+    """The file's text (gunzipped, without a byte order mark) and why lines of it were left
+    out: a line that is not UTF-8 is refused and left empty, the lines around it kept."""
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    return data.decode("utf-8")
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+            raise UnreadableFile(f"not a readable gzip file: {e or type(e).__name__}") from e
+    try:
+        return data.decode("utf-8-sig"), []
+    except UnicodeDecodeError:
+        pass
+    lines, refused = [], []
+    for number, line in enumerate(BYTES_LINE_END.split(data), start=1):
+        try:
+            lines.append(line.decode("utf-8-sig" if number == 1 else "utf-8"))
+        except UnicodeDecodeError as e:
+            lines.append("")
+            refused.append(f"line {number}: not UTF-8 text (byte 0x{line[e.start]:02x} at "
+                           f"column {e.start + 1})")
+    return "\n".join(lines), refused
 
 
 def _is_outcomes_file(text: str) -> bool:
@@ -45,7 +68,12 @@ def _is_outcomes_file(text: str) -> bool:
 
 def jobs_of_file(path: Path, report: IngestReport) -> Iterator[WriteJob]:
     """Write jobs of one file; what cannot be read is added to ``report.refused``."""
-    text = read_text(path)
+    try:
+        text, unreadable = read_text(path)
+    except UnreadableFile as e:
+        report.refused.append(f"{path}: {e}")
+        return
+    report.refused += [f"{path}: {why}" for why in unreadable]
     if _is_outcomes_file(text):
         try:
             check = parse_outcomes(text.encode("utf-8"))

@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from midtrace.collector.intake.event_spans import event_child, is_genai_event
+from midtrace.jsonl import json_lines
 from midtrace.schemas.span import AttrValue, SpanRecord
 
 class PayloadError(ValueError):
@@ -126,7 +127,8 @@ def iter_json_docs(text: str) -> Iterator[tuple[int, Any]]:
     """The JSON documents of an OTLP JSON file: one per line (file exporter) or one per file.
 
     Yields ``(line_number, object)``, or ``(line_number, PayloadError)`` for a line that is
-    not JSON, so one bad line does not cost the lines around it.
+    not JSON, so one bad line does not cost the lines around it. Lines end at "\n", "\r"
+    and "\r\n" only (midtrace/jsonl.py), and a byte order mark at a line's start is skipped.
     """
     stripped = text.strip()
     if not stripped:
@@ -136,11 +138,11 @@ def iter_json_docs(text: str) -> Iterator[tuple[int, Any]]:
         return
     except json.JSONDecodeError:
         pass
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(json_lines(text), start=1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, json.loads(line.removeprefix("\ufeff"))  # files joined by cat
         except json.JSONDecodeError as e:
             yield number, PayloadError(f"line {number}: not JSON: {e}")
 

@@ -115,9 +115,10 @@ with st.expander(f"Export these as cases ({min(total, case_set.MAX_EXPORT):,} re
     upload = st.file_uploader("References file", type=["jsonl", "json", "txt"],
                               key="cases_references")
     if upload is not None and st.button("Make the cases", key="cases_make"):
+        from midtrace.jsonl import json_lines
         from midtrace.references import parse_references
 
-        refs = parse_references(upload.getvalue().decode("utf-8", "replace").splitlines())
+        refs = parse_references(json_lines(upload.getvalue().decode("utf-8-sig", "replace")))
         if refs.bad:
             st.error(f"{len(refs.bad)} line(s) of {upload.name} cannot be used; no case was made.")
             st.text("\n".join(refs.bad[:20]))

@@ -26,6 +26,7 @@ from typing import IO, Any
 from midtrace.judge.prompt import (
     RESPONSE_FORMAT, BadVerdict, JudgePrompt, Verdict, label_chunks, parse_verdict,
     verdict_from_json)
+from midtrace.jsonl import json_lines
 from midtrace.llm import ChatClient, Completion, EndpointConfigError, EndpointError
 from midtrace.prices import Price
 
@@ -65,7 +66,7 @@ class Cache:
         self.path = state_dir / CACHE_FILE
         self.verdicts: dict[str, dict[str, Any]] = {}
         if self.path.exists():
-            for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            for number, line in enumerate(json_lines(self.path.read_text(encoding="utf-8")), 1):
                 if not line.strip():
                     continue
                 try:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from midtrace.jsonl import json_lines
 from midtrace.sweep.results import TrialKey, TrialResult
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class Journal:
     def _read(self, header: dict[str, Any]) -> bool:
         """Load recorded trials; returns whether the file ends with a newline."""
         text = self.path.read_text(encoding="utf-8")
-        lines = text.splitlines()
+        lines = json_lines(text)
         if not lines:
             raise JournalError(f"{self.path} is empty; delete it to start the experiment afresh")
         try:

@@ -477,3 +477,50 @@ def test_ingest_reports_bad_lines_and_keeps_the_good_ones(tmp_path: Path) -> Non
     assert run.returncode == 1
     assert "line 2" in run.stderr
     assert sorted(rows(db, "SELECT question FROM requests")) == [("first",), ("second",)]
+
+
+def test_an_exported_text_holding_unicode_line_separators_is_ingested_again(tmp_path: Path) -> None:
+    """JSON allows U+2028, U+2029 and U+0085 unescaped inside a string, and `midtrace export`
+    writes them so; ``str.splitlines`` ends a line at each, and `ingest` lost the trace."""
+    odd = "Refunds:\u2028within 14 days,\u2029by card\u0085or by transfer."
+    db, again = tmp_path / "first.duckdb", tmp_path / "again.duckdb"
+    traces = tmp_path / "traces.jsonl"
+    write_jsonl(traces, [RagRecord(question="plain", answer="a"),
+                         RagRecord(question="odd", answer=odd), RagRecord(question="last")])
+    midtrace = [sys.executable, "-m", "midtrace"]
+    subprocess.run([*midtrace, "ingest", "--db", str(db), str(traces)], check=True)
+    trace_ids = [t for (t,) in rows(db, "SELECT trace_id FROM requests ORDER BY question")]
+    exported = subprocess.run([*midtrace, "export", "--db", str(db),
+                               *(a for t in trace_ids for a in ("--trace-id", t))],
+                              capture_output=True, text=True, check=True).stdout
+    assert "\u2028" in exported, "the export writes the separators as they are"
+    copy = tmp_path / "exported.jsonl"
+    copy.write_text(exported, encoding="utf-8")
+    run = subprocess.run([*midtrace, "ingest", "--db", str(again), str(copy)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert rows(again, "SELECT question, answer FROM requests ORDER BY question") == [
+        ("last", None), ("odd", odd), ("plain", "a")]
+
+
+def test_ingest_refuses_what_is_not_utf8_or_not_gzip_and_keeps_the_rest(tmp_path: Path) -> None:
+    """A line that is not UTF-8 and a damaged gzip file each ended ingest with a traceback
+    (or a bare "Aborted!"), and a byte order mark cost its file's first line."""
+    db = tmp_path / "ingest.duckdb"
+    good = tmp_path / "good.jsonl"
+    write_jsonl(good, [RagRecord(question="kept 1"), RagRecord(question="kept 2")])
+    first, second = good.read_bytes().splitlines()
+    mixed = tmp_path / "mixed.jsonl"  # a byte order mark, a line of Latin-1, a good line
+    mixed.write_bytes(b"\xef\xbb\xbf" + first + b"\n" + "caf\xe9".encode("latin-1") + b"\n" + second + b"\n")
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(gzip.compress(good.read_bytes())[:-12])
+    also = tmp_path / "also.jsonl"
+    write_jsonl(also, [RagRecord(question="kept 3")])
+    run = subprocess.run([sys.executable, "-m", "midtrace", "ingest", "--db", str(db),
+                          str(mixed), str(damaged), str(also)], capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr and "Aborted" not in run.stderr, run.stderr
+    assert f"{mixed}: line 2: not UTF-8 text (byte 0xe9 at column 4)" in run.stderr
+    assert f"{damaged}: not a readable gzip file" in run.stderr
+    assert sorted(rows(db, "SELECT question FROM requests")) == [
+        ("kept 1",), ("kept 2",), ("kept 3",)]
