@@ -1,8 +1,8 @@
 """Keeping a package out of a process that needs nothing from it.
 
 pyarrow imports pandas as soon as it converts any Python values to or from Arrow, though it
-converts them without it just as well (tz-aware timestamps included), and pandas with numpy
-costs a process about 33-48 MB of memory. A derive worker (collector/storage/worker.py) and
+converts them without it just as well (tz-aware timestamps included), and pandas costs a
+process about 33-48 MB of memory. A derive worker (collector/storage/worker.py) and
 the collector process on a DuckDB store (midtrace/commands/serving.py) need nothing from
 pandas, so they keep it out before anything reaches it. Not a chdb store's collector: chdb
 hands over Arrow tables through pandas. This module imports nothing but the standard

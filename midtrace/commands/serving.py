@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from midtrace.collector.keep_out import keep_out
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.commands.options import (
     EXIT_SOURCE, EXIT_USAGE, StoreCommand, collector_options, collector_settings,
@@ -27,6 +26,8 @@ from midtrace.supervise import (
 @collector_options
 def collector(db: Path, **options: Any) -> None:
     """Receive OTLP traces (HTTP and gRPC) and outcomes and store them in the store."""
+    from midtrace.collector.keep_out import keep_out
+
     if not isinstance(db, ClickHouseURL):
         keep_out()  # pandas: about 33 MB of the process's memory, for nothing (keep_out.py)
     from midtrace.collector.normalize.locate import InvalidCitationPattern, citation_pattern

@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from midtrace.jsonl import json_lines
 from midtrace.judge.prompt import (
     RESPONSE_FORMAT, BadVerdict, JudgePrompt, Verdict, label_chunks, parse_verdict,
     verdict_from_json)
-from midtrace.jsonl import json_lines
 from midtrace.llm import ChatClient, Completion, EndpointConfigError, EndpointError
 from midtrace.prices import Price
 
