@@ -31,6 +31,9 @@ class KeepOut(importlib.abc.MetaPathFinder):
 
 
 def keep_out(names: tuple[str, ...] = PANDAS) -> None:
-    """From now on this process imports none of ``names``; one already imported stays."""
-    if not any(isinstance(finder, KeepOut) and finder.names == names for finder in sys.meta_path):
+    """From now on this process imports none of ``names``. A package already imported is
+    left alone, and so are its modules not yet imported: keeping it out would save nothing
+    and break it (a command run inside a process that uses pandas already, as in tests)."""
+    names = tuple(n for n in names if n not in sys.modules)
+    if names and not any(isinstance(f, KeepOut) and f.names == names for f in sys.meta_path):
         sys.meta_path.insert(0, KeepOut(names))
