@@ -11,7 +11,8 @@ real OTel SDK and encoded with the SDK's own OTLP encoder in batches of 50 reque
   the whole prompt in ``llm.input_messages.0.message.content``. Without the OpenInference
   normalizer these traces derive no request rows: the run measures receiving and storing.
 
-A separate process sends the batches over several keep-alive connections. Reported: requests/s
+A separate process sends the batches over several keep-alive connections, as fast as the
+collector answers, or with ``--rate`` steadily at that many requests a second. Reported: requests/s
 and spans/s from the first byte sent to the last acknowledgement (the collector answers once
 an export is durable in its intake log), and to the moment everything acknowledged is
 derived (a ``fresh=1`` read returns); CPU per request of the collector with its derive
@@ -34,6 +35,7 @@ core over the time to derive everything.
     .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb  # into a 1M-request file
     .venv/bin/python bench/ingest.py --into /tmp/midtrace-bench.duckdb --and-empty --repeats 3
     .venv/bin/python bench/ingest.py --run own --chdb     # a collector on DuckDB vs one on chdb
+    .venv/bin/python bench/ingest.py --rate 400 --requests 4000  # a steady 400 requests/s
 """
 
 from __future__ import annotations
@@ -194,7 +196,11 @@ def openinference_spans(tracer: Any, texts: list[str], retrieved: list[int], kep
 
 # --- the sender process ------------------------------------------------------------------
 
-def send_all(path: str, host: str, port: int, connections: int, out: Any) -> None:
+def send_all(path: str, host: str, port: int, connections: int, out: Any,
+             rate: float | None = None) -> None:
+    """Send every batch over ``connections`` keep-alive connections: as fast as the
+    collector answers, or with ``rate``, batch i no sooner than i / rate batches a second
+    after the first (a steady load below the collector's limit)."""
     with open(path, "rb") as f:
         batches: list[bytes] = pickle.load(f)
     lock = threading.Lock()
@@ -210,6 +216,8 @@ def send_all(path: str, host: str, port: int, connections: int, out: Any) -> Non
                 next_index[0] += 1
             if i >= len(batches):
                 break
+            if rate is not None and (wait := first + i / rate - time.time()) > 0:
+                time.sleep(wait)
             while True:
                 conn.request("POST", "/v1/traces", body=batches[i],
                              headers={"content-type": "application/x-protobuf"})
@@ -227,7 +235,7 @@ def send_all(path: str, host: str, port: int, connections: int, out: Any) -> Non
 
     threads = [threading.Thread(target=worker) for _ in range(connections)]
     cpu = time.process_time()
-    first = time.time()
+    first = time.time()  # read by the workers, which start below
     for t in threads:
         t.start()
     for t in threads:
@@ -413,7 +421,7 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
              workdir: Path, cache: Path | None = None, checkout: Path = ROOT,
              label: str = "this checkout", derive_workers: int | None = None,
              into: Path | None = None, engine: str = "duckdb",
-             memory_limit: str | None = None) -> dict[str, Any]:
+             memory_limit: str | None = None, rate: float | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     batches, n_spans = cached_batches(run, n, seed, cache)
     print(f"[{run}] built {len(batches)} batches, {n_spans} spans, "
@@ -458,8 +466,9 @@ def run_once(run: str, n: int, connections: int, queue_size: int, seed: int,
     collector_cpu_at_start = cpu_seconds(collector.pid)
     parts_at_start = cpu_by_part(collector.pid)
     results: Any = mp.get_context("spawn").Queue()
-    sender = mp.get_context("spawn").Process(target=send_all,
-                                             args=(str(batch_file), host, port, connections, results))
+    sender = mp.get_context("spawn").Process(
+        target=send_all, args=(str(batch_file), host, port, connections, results,
+                               None if rate is None else rate / BATCH))
     sender.start()
     outcome = results.get()
     sender.join()
@@ -631,6 +640,10 @@ def main() -> None:
                              "alternating, and print the ratio (the issue's bound: into a "
                              "1M-request file no more than 10%% slower)")
     parser.add_argument("--phoenix-pid", type=int, help="Phoenix's process id, for its CPU and RSS")
+    parser.add_argument("--rate", type=float,
+                        help="offer this many requests/s, steadily, instead of as many as the "
+                             "collector takes: CPU per request below the collector's limit, and "
+                             "whether derivation keeps up (derived s close to acked s)")
     parser.add_argument("--chdb", action="store_true",
                         help="also run a collector on a chdb folder (ClickHouse in-process), "
                              "alternating with the DuckDB one")
@@ -675,13 +688,14 @@ def main() -> None:
                 for checkout, label, workers, engine, limit in checkouts:
                     results.append(run_once(r, args.requests, args.connections, args.queue_size,
                                             seed, Path(tmp), args.cache, checkout, label, workers,
-                                            into[label], engine, limit))
+                                            into[label], engine, limit, args.rate))
                 if args.phoenix:
                     results.append(phoenix_once(r, args.requests, args.connections, seed,
                                                 Path(tmp), args.phoenix, args.phoenix_pid,
                                                 args.cache))
     print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
-          f"{args.connections} connections, queue size {args.queue_size}\n")
+          f"{args.connections} connections, queue size {args.queue_size}"
+          + (f", {args.rate:.0f} requests/s offered" if args.rate else "") + "\n")
     print("| run | checkout | load | requests | spans | acked s | acked requests/s | derived s | derived requests/s "
           "| collector CPU ms/req | sender CPU ms/req | decode µs/req | normalize µs/req "
           "| peak RSS MB | DB bytes/req | 503 retries | request rows | exports by workers/ahead/commits |")
