@@ -97,6 +97,7 @@ def build_intake(writer: Writer, settings: CollectorSettings,
     once their spans are in the store (SharedAppender)."""
     freshness = Freshness()
     writer.on_derived = freshness.derived
+    writer.wants_fresh = freshness.readers_waiting
     if getattr(writer.store, "shared", False):
         shared = SharedAppender(writer, freshness, max_queue=settings.queue_size).start()
         return Intake(shared, forwarders, keep_text=settings.keep_text)
@@ -198,7 +199,8 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
                            "workers": writer.pool.workers if writer.pool else 0,
                            "exports_by_workers": c.worker_jobs,
                            "exports_derived_ahead": c.ahead_jobs,
-                           "worker_restarts": writer.pool_restarts},
+                           "worker_restarts": writer.pool_restarts,
+                           "evidence_refreshes": c.evidence_refreshes},
             "spans_written": c.spans, "requests_written": c.requests, "commits": c.commits,
             "failed_jobs": c.failed_jobs, "failed_traces": c.failed_traces,
             "normalize_errors": c.normalize_errors,

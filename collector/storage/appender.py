@@ -61,6 +61,7 @@ class Freshness:
         self._acked = 0
         self._derived = 0
         self._pending: deque[tuple[int, float]] = deque()  # (export id, acked at), in order
+        self._waiting = 0  # readers in ``wait``
 
     def acked(self, export_ids: Sequence[int]) -> None:
         at = time.time()
@@ -82,7 +83,16 @@ class Freshness:
         """Wait until everything acknowledged before this call is derived; False on timeout."""
         with self._cond:
             target = self._acked
-            return self._cond.wait_for(lambda: self._derived >= target, timeout)
+            self._waiting += 1
+            try:
+                return self._cond.wait_for(lambda: self._derived >= target, timeout)
+            finally:
+                self._waiting -= 1
+
+    def readers_waiting(self) -> bool:
+        """Whether a reader waits in ``wait``: the writer then refreshes the evidence it
+        owes at once (collector/storage/writer.py, EVIDENCE_SECONDS)."""
+        return self._waiting > 0
 
     def lag(self) -> dict[str, float | int]:
         with self._cond:

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.settings import ClickHouseURL
 from midtrace.collector.storage.database import (
-    RESTORE, CommittedThenInvalidated, StoreError, connect, describe, first_line, known_cause)
+    RESTORE, CommittedThenInvalidated, StoreError, connect, describe, first_line, is_storage_error,
+    is_unreachable, known_cause)
 from midtrace.collector.storage.execute import run_script, transaction
 from midtrace.collector.storage.derive import Prepared
 from midtrace.collector.storage.raw_export import RawExport
@@ -305,6 +306,28 @@ class Store:
         self.known = KnownTraces(conn.execute(sqlfiles.query("trace_keys")).fetchnumpy()["k"])
         self._content_hash = TextHashes(content_hash)
         self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
+        # what apply(defer_evidence=True) stored and refresh_owed has not refreshed yet; what
+        # a stop (or a reopen) left owed is found by _refresh_missing
+        self._owed_traces: set[str] = set()
+        self._owed_requests: set[int] = set()
+        self._refresh_missing()
+
+    def _refresh_missing(self) -> None:
+        """Compute the request_evidence rows of the requests that have none: those a
+        collector stored with their refresh deferred (``apply``) and stopped before it ran
+        (killed, or its database invalidated). Every request has one row (the view's), so
+        these are exactly the refreshes it owed. A failure is logged, never stops the open:
+        those requests stay out of the metrics until the next open tries again."""
+        owed = self.conn.execute(sqlfiles.query("requests_without_evidence")).fetchall()
+        if not owed:
+            return
+        log.info("computing request_evidence for %d request(s) a stop left without it", len(owed))
+        try:
+            with transaction(self.conn):
+                refresh_evidence(self.conn, {t for _, t in owed}, [r for r, _ in owed])
+        except duckdb.Error as e:
+            log.error("request_evidence of %d request(s) not computed: %s", len(owed),
+                      first_line(e))
 
     @classmethod
     def open(cls, path: str | Path, keep_text: bool = True, prices: Path | None = None,
@@ -417,15 +440,19 @@ class Store:
             self._insert("_texts", pa.table({"text_hash": list(texts), "text": list(texts.values())}),
                          sqlfiles.query("insert_texts"))
 
-    def apply(self, groups: Sequence[tuple[Prepared, Sequence[WriteJob]]]) -> list[WriteStats]:
+    def apply(self, groups: Sequence[tuple[Prepared, Sequence[WriteJob]]],
+              defer_evidence: bool = False) -> list[WriteStats]:
         """Store what workers prepared from these groups of jobs' raw exports (collector/
         storage/derive.py) in one transaction, and take the exports out of the intake log;
         one stats per group.
 
         Groups are stored in order, as if one commit each, but share the evidence refresh
-        and the commit: refreshing request_evidence costs about 40 ms whatever the number of
+        and the commit: refreshing request_evidence costs about 45 ms whatever the number of
         requests (its plan alone is most of that), so a collector that is behind stores the
-        groups that are ready together.
+        groups that are ready together. With ``defer_evidence`` the refresh is left owed, for
+        ``refresh_owed`` to do for many commits at once (the writer, collector/storage/
+        writer.py); until then the new requests have no request_evidence rows, and a store
+        opened after a crash computes those (``_refresh_missing``).
 
         A trace that may have stored spans already (split across exports or groups, or sent
         again) is not taken from the worker as it is: its new spans are read back from the
@@ -438,21 +465,65 @@ class Store:
                     out, request_ids = [], []
                     for prepared, jobs in groups:
                         out.append(self._apply(prepared, jobs, request_ids))
-                    refresh_evidence(self.conn, {t for prepared, _ in groups
-                                                 for t in prepared.trace_ids}, request_ids)
+                    trace_ids = {t for prepared, _ in groups for t in prepared.trace_ids}
+                    if not defer_evidence:
+                        refresh_evidence(self.conn, trace_ids, request_ids)
                     export_ids = [job.export_id for _, jobs in groups for job in jobs
                                   if job.export_id is not None]
                     if export_ids:
                         self.conn.execute(sqlfiles.query("delete_intake_log"),
                                           {"export_ids": export_ids})
             except CommittedThenInvalidated as e:  # stored: the reopen starts its caches anew
-                e.result = out
+                e.result = out  # (and computes the evidence it owes: _refresh_missing)
                 raise
             except BaseException:
                 # the caches below took in what the rolled-back groups stored: forget it
                 self.forget_texts()
                 raise
+            if defer_evidence:
+                self._owed_traces.update(trace_ids)
+                self._owed_requests.update(request_ids)
         return out
+
+    @property
+    def owed_evidence(self) -> int:
+        """How many stored requests wait for their request_evidence rows (``apply``)."""
+        return len(self._owed_requests)
+
+    def refresh_owed(self) -> int:
+        """Compute the request_evidence rows ``apply`` left owed, in one transaction;
+        returns how many requests that was. On an error nothing is refreshed and everything
+        stays owed."""
+        with self.lock:
+            if not self._owed_requests:
+                self._owed_traces.clear()
+                return 0
+            with transaction(self.conn):
+                refresh_evidence(self.conn, self._owed_traces, self._owed_requests)
+            done = len(self._owed_requests)
+            self._owed_traces.clear()
+            self._owed_requests.clear()
+            return done
+
+    def refresh_owed_by_trace(self) -> list[str]:
+        """``refresh_owed`` one trace at a time, for when all at once failed for what the
+        rows hold (not for want of the store): a trace whose rows cannot be evaluated keeps
+        no request_evidence rows, is left out of the metrics and named in the result."""
+        with self.lock:
+            failed = []
+            for trace_id in sorted(self._owed_traces):
+                try:
+                    with transaction(self.conn):
+                        refresh_evidence(self.conn, [trace_id])
+                except Exception as e:
+                    if is_storage_error(e) or is_unreachable(e):
+                        raise  # all still owed: tried again (done twice is the same)
+                    log.error("request_evidence of trace %s not computed: %s", trace_id,
+                              first_line(e))
+                    failed.append(f"{trace_id}: {first_line(e)}")
+            self._owed_traces.clear()
+            self._owed_requests.clear()
+            return failed
 
     def _apply(self, prepared: Prepared, jobs: Sequence[WriteJob], request_ids: list[int],
                ) -> WriteStats:

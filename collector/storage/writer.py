@@ -21,7 +21,15 @@ no worker has started that one either, derives it itself, as a worker would
 (bench/ingest.py on 2 cores: 5-12% more requests derived per second). The other way round,
 when the workers are ahead of the apply thread, the groups whose rows are ready are stored
 together in one commit (``_ready_behind``): a commit costs tens of milliseconds however few
-requests it holds, most of it the evidence refresh (Store.apply).
+requests it holds.
+
+The request_evidence rows of what workers derived are not refreshed in each commit but at
+most every EVIDENCE_SECONDS, for every commit since (Store.refresh_owed): the refresh costs
+about 45 ms whatever it covers, and a collector below its limit commits each export on its
+own (bench/ingest.py --rate: at 400 requests/s the refresh per commit was 17% of the
+collector's CPU). It runs at once when a reader waits for fresh rows (``wants_fresh``),
+before any other job (outcomes, a flush) and at stop. ``on_derived`` is told an export is
+derived only once its requests' evidence is in.
 
 A caller may stop waiting (a gRPC deadline passes, a client hangs up) and cancel its Future:
 the job is still committed, its answer dropped. Nothing a caller does can stop the thread;
@@ -66,6 +74,7 @@ class WriterCounters:
     failed_traces: int = 0  # traces a fault in their data kept out, their exports' others kept
     worker_jobs: int = 0  # jobs whose rows a derive worker made
     ahead_jobs: int = 0  # jobs the apply thread derived itself while the workers were busy
+    evidence_refreshes: int = 0  # refreshes of the request_evidence rows commits left owed
     normalize_errors: int = 0
     last_error: str | None = None
 
@@ -91,9 +100,12 @@ def backlog_bytes(memory_limit: int | None) -> int:
     return min(MAX_BACKLOG_BYTES, memory_limit * 3 // 8)
 
 
+EVIDENCE_SECONDS = 1.0  # the longest a stored request waits for its request_evidence rows
+# (and so to count in the metrics) while no reader asks for fresh rows
+EVIDENCE_POLL_SECONDS = 0.02  # while evidence is owed: how often an idle writer looks
+MAX_OWED_REQUESTS = 20_000  # refreshed at once past this many, to bound one refresh
 MERGE_SPANS = 6_000  # the groups whose rows are ready are stored in one commit while they
-# hold fewer spans than this: a commit's evidence refresh costs about 40 ms however few
-# requests it covers (Store.apply)
+# hold fewer spans than this: a commit costs tens of milliseconds however few requests it holds
 AHEAD_POLL_SECONDS = 0.01  # while a worker's group is not ready: how often to look behind it
 MAX_POOL_RESTARTS = 3  # worker pools started again after one died, before giving up on them
 
@@ -197,6 +209,11 @@ class Writer:
         self._backlog_lock = threading.Lock()
         self.pool_restarts = 0
         self.on_derived = on_derived
+        self.wants_fresh: Callable[[], bool] = lambda: False  # a reader waits for fresh rows
+        self._stored_through = 0  # the last export whose rows are committed
+        self._reported_through = 0  # the last export on_derived was told of
+        self._owed_since: float | None = None  # when the oldest owed evidence was stored
+        self._evidence_retry_at = 0.0
         self.on_fatal = on_fatal  # DuckDB invalidated the database: someone must reopen it
         self.max_batch_spans = max_batch_spans
         self.counters = WriterCounters()
@@ -336,8 +353,9 @@ class Writer:
     def _apply_loop(self) -> None:
         ahead: object = None  # the next group, taken (and derived here) while a worker was busy
         while True:
-            item, ahead = (self._taken.get() if ahead is None else ahead), None
+            item, ahead = (self._take() if ahead is None else ahead), None
             if item is STOP:
+                self._settle_evidence(force=True)
                 return
             batch, prepared = item  # type: ignore[misc]
             while prepared is not None and ahead is None and not prepared.done():
@@ -354,10 +372,64 @@ class Writer:
                     self._held(job, -1)
                     if job.export_id is not None:
                         export_ids.append(job.export_id)
-            if export_ids and self.on_derived is not None:
-                self.on_derived(max(export_ids))
+            if export_ids:
+                self._stored_through = max(self._stored_through, max(export_ids))
+            self._settle_evidence()
             del item, batch, prepared, groups  # a group's exports and rows: not kept while idle
             give_back_memory()
+
+    def _take(self) -> object:
+        """The next group taken (or STOP), waiting for it; while evidence is owed the wait
+        is cut short to refresh it when it falls due."""
+        while True:
+            if not self._owes_evidence():
+                return self._taken.get()
+            try:
+                return self._taken.get(timeout=EVIDENCE_POLL_SECONDS)
+            except queue.Empty:
+                self._settle_evidence()
+
+    def _owes_evidence(self) -> bool:
+        return bool(getattr(self.store, "owed_evidence", 0))
+
+    def _settle_evidence(self, force: bool = False) -> None:
+        """Refresh the evidence the commits left owed when it is due (or ``force``), then
+        tell ``on_derived`` how far everything is derived. A refresh that fails for want of
+        the store is tried again after STORAGE_RETRY_SECONDS; one that fails for what the
+        rows hold is done again one trace at a time, leaving out the traces that fail."""
+        owed = self._owes_evidence()
+        now = time.monotonic()
+        if owed:
+            if self._owed_since is None:
+                self._owed_since = now
+            due = (force or now - self._owed_since >= EVIDENCE_SECONDS or self.wants_fresh()
+                   or self.store.owed_evidence >= MAX_OWED_REQUESTS)
+            if not due or (not force and now < self._evidence_retry_at):
+                return
+            try:
+                try:
+                    self.store.refresh_owed()
+                except Exception as e:
+                    if not is_data_fault(e):
+                        raise
+                    log.error("request_evidence of %d request(s) could not be refreshed "
+                              "together (%s); refreshing it one trace at a time",
+                              self.store.owed_evidence, first_line(e))
+                    self.counters.failed_traces += len(self.store.refresh_owed_by_trace())
+            except Exception as e:  # for want of the store: everything stays owed
+                if is_fatal(e) and self.on_fatal is not None:
+                    self.on_fatal(e)  # the reopen computes what is owed (Store._setup)
+                self.counters.last_error = str(e)
+                log.warning("request_evidence not refreshed, tried again shortly: %s",
+                            first_line(e))
+                self._evidence_retry_at = now + STORAGE_RETRY_SECONDS
+                return
+            self.counters.evidence_refreshes += 1
+            self._owed_since = None
+        if self._stored_through > self._reported_through and not self._owes_evidence():
+            self._reported_through = self._stored_through
+            if self.on_derived is not None:
+                self.on_derived(self._stored_through)
 
     def _ready_behind(self, groups: list[tuple[Batch, Future[Prepared] | None]],
                       ahead: object) -> object:
@@ -384,7 +456,7 @@ class Writer:
         if len(groups) > 1:
             try:
                 stats = self.store.apply([(prepared.result(), [job for job, _ in batch])  # type: ignore[union-attr]
-                                          for batch, prepared in groups])
+                                          for batch, prepared in groups], defer_evidence=True)
             except CommittedThenInvalidated as e:
                 stats = self._committed(e)
             except Exception as e:
@@ -397,6 +469,9 @@ class Writer:
                 return
         for batch, prepared in groups:
             if prepared is None or not self._commit_prepared(batch, prepared):
+                # a job stored as ``write`` stores it (outcomes, a flush) refreshes its own
+                # evidence, and follows the owed refreshes: a flush leaves nothing owed
+                self._settle_evidence(force=True)
                 self._commit(_decoded(batch))
 
     def _next_taken(self) -> object:
@@ -426,7 +501,8 @@ class Writer:
     def _commit_prepared(self, batch: Batch, prepared: Future[Prepared]) -> bool:
         """Store what the worker made of the group; False when it must be derived here."""
         try:
-            stats = self.store.apply([(prepared.result(), [job for job, _ in batch])])[0]
+            stats = self.store.apply([(prepared.result(), [job for job, _ in batch])],
+                                     defer_evidence=True)[0]
         except CommittedThenInvalidated as e:
             stats = self._committed(e)[0]
         except Exception as e:

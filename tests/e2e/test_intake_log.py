@@ -3,12 +3,14 @@ even across a crash, and a reader asking for fresh data waits for it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from midtrace.collector.intake import otlp
 from midtrace.collector.intake.accept import recover, redacted_export
@@ -113,6 +115,7 @@ def test_fresh_reads_wait_until_every_acknowledged_export_is_derived(tmp_path: P
     derivation = health["derivation"]
     # the writer thread derives some itself while the worker is busy; between them, all 40
     assert derivation.pop("exports_by_workers") + derivation.pop("exports_derived_ahead") == 40
+    assert 1 <= derivation.pop("evidence_refreshes") <= health["commits"]
     assert derivation == {"pending_exports": 0, "oldest_pending_seconds": 0.0,
                           "workers": max(1, (os.cpu_count() or 1) - 1), "worker_restarts": 0}
     assert bad.status_code == 400 and "fresh must be 0 or 1" in bad.json()["error"]
@@ -139,6 +142,47 @@ def test_kill_9_between_acknowledgement_and_derivation_loses_nothing(tmp_path: P
     finally:
         proc.stop()
     assert total >= acked
+
+
+def test_kill_9_while_evidence_is_owed_leaves_no_request_out_of_the_metrics(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A commit's rows are durable before their request_evidence rows, which the writer
+    computes for many commits at once (EVIDENCE_SECONDS later, or when a reader waits): a
+    collector killed in between leaves those requests out of the metrics, and the next open
+    of the store computes their rows."""
+    db = tmp_path / "owed.duckdb"
+    proc = start_collector(db, tmp_path / "log")
+    owed = False
+    try:
+        with httpx.Client(base_url=proc.url, timeout=30) as http:
+            for attempt in range(5):  # the kill must fall between a commit and its refresh
+                health = http.get("/healthz").json()
+                while health["derivation"]["pending_exports"]:  # nothing owed to start with
+                    health = http.get("/healthz").json()
+                expected = health["requests_written"] + 3 * 20
+                for i in range(3):
+                    answer = http.post("/v1/traces", content=export_body(f"o{attempt}{i}-", 20),
+                                       headers={"content-type": PROTOBUF})
+                    assert answer.status_code == 200, answer.text
+                while health["requests_written"] < expected:
+                    health = http.get("/healthz").json()
+                if health["derivation"]["pending_exports"]:  # stored, evidence still owed
+                    proc.stop(signal.SIGKILL)
+                    owed = True
+                    break
+    finally:
+        proc.stop(signal.SIGKILL)
+    assert owed, "every refresh came before the kill: nothing was owed"
+    with caplog.at_level(logging.INFO, logger="midtrace.collector.storage.store"):
+        store = Store.open(db)
+    try:
+        requests, evidence = store.conn.execute(
+            "SELECT (SELECT count(*) FROM requests), (SELECT count(*) FROM request_evidence)"
+        ).fetchone()  # type: ignore[misc]
+    finally:
+        store.close()
+    assert "a stop left without it" in caplog.text
+    assert requests == expected and evidence == requests
 
 
 def test_under_no_text_the_log_holds_no_text_and_still_derives(tmp_path: Path) -> None:

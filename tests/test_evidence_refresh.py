@@ -1,0 +1,164 @@
+"""The request_evidence refresh, left owed by the commits of worker-derived rows and done for
+many commits at once (collector/storage/writer.py, EVIDENCE_SECONDS): the rows come out as
+a refresh in every commit makes them, a stop that owed some is made good when the store
+opens again, and a reader asking for fresh rows never sees a request without them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from midtrace.collector.storage.derive import DerivePool, prepare
+from midtrace.collector.storage.store import Store, WriteJob
+from midtrace.collector.storage.writer import Writer
+from tests.test_derive_workers import as_job, sample_exports, snapshot
+
+# request_evidence against the view it is kept equal to, both ways
+DIFFERENCE = """
+SELECT count(*) FROM (
+    (SELECT * FROM request_evidence EXCEPT ALL SELECT * FROM request_evidence_live)
+    UNION ALL
+    (SELECT * FROM request_evidence_live EXCEPT ALL SELECT * FROM request_evidence))
+"""
+
+
+def counts(conn: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(requests, request_evidence rows)."""
+    row = conn.execute("SELECT (SELECT count(*) FROM requests), "
+                       "(SELECT count(*) FROM request_evidence)").fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+@pytest.fixture(scope="module")
+def some() -> list[list[Any]]:
+    """Every sixth sample export: own conventions and each framework's, 13 in all."""
+    exports = [spans for spans in sample_exports() if spans][::6]
+    assert len(exports) >= 12
+    return exports
+
+
+def test_evidence_refreshed_later_is_what_a_refresh_in_each_commit_computes(
+        tmp_path: Path, some: list[list[Any]]) -> None:
+    groups = [prepare(spans, True) for spans in some]
+    at_once = tmp_path / "at_once.duckdb"
+    store = Store.open(at_once)
+    for group in groups:
+        store.apply([(group, [WriteJob()])])
+    store.close()
+
+    later = tmp_path / "later.duckdb"
+    store = Store.open(later)
+    for group in groups:
+        store.apply([(group, [WriteJob()])], defer_evidence=True)
+    requests, evidence = counts(store.conn)
+    assert requests > 20 and evidence == 0
+    assert store.owed_evidence == requests
+    assert store.refresh_owed() == requests
+    assert store.owed_evidence == 0 and counts(store.conn) == (requests, requests)
+    store.close()
+    assert snapshot(later) == snapshot(at_once)
+
+
+def test_a_store_opened_after_a_stop_that_owed_evidence_computes_it(
+        tmp_path: Path, some: list[list[Any]]) -> None:
+    """A collector killed between a commit and its deferred refresh leaves requests without
+    request_evidence rows: the next writable open computes exactly those."""
+    db = tmp_path / "killed.duckdb"
+    store = Store.open(db)
+    groups = [prepare(spans, True) for spans in some]
+    store.apply([(groups[0], [WriteJob()])])  # refreshed in its commit
+    for group in groups[1:]:
+        store.apply([(group, [WriteJob()])], defer_evidence=True)
+    requests, evidence = counts(store.conn)
+    assert 0 < evidence < requests
+    store.conn.close()  # as a kill leaves it: no refresh, no closing checkpoint
+
+    store = Store.open(db)
+    try:
+        assert counts(store.conn) == (requests, requests)
+        assert store.conn.execute(DIFFERENCE).fetchone() == (0,)
+        assert store.owed_evidence == 0
+    finally:
+        store.close()
+
+
+class Reports:
+    """``on_derived``: what the store held each time the writer said exports were derived."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.seen: list[tuple[int, int, int]] = []  # (through, requests, evidence rows)
+        self.through = 0
+        self.done = threading.Event()
+        self.last = 0
+
+    def __call__(self, through: int) -> None:
+        requests, evidence = counts(self.store.conn)  # the writer's thread, between commits
+        self.seen.append((through, requests, evidence))
+        if through >= self.last:
+            self.done.set()
+
+
+def test_the_writer_refreshes_evidence_once_for_many_commits_and_reports_after_it(
+        tmp_path: Path, some: list[list[Any]]) -> None:
+    store = Store.open(tmp_path / "writer.duckdb")
+    reports = Reports(store)
+    writer = Writer(store, pool=DerivePool(1), max_batch_spans=1,  # a group, and a commit, each
+                    on_derived=reports).start()
+    jobs = [as_job(spans, "raw", i) for i, spans in enumerate(some, 1)]
+    reports.last = len(jobs)
+    try:
+        for job in jobs:
+            writer.submit(job)
+        assert reports.done.wait(120), reports.seen
+        c = writer.counters
+        assert c.failed_jobs == 0 and c.commits >= 6, c
+        assert 1 <= c.evidence_refreshes < c.commits, c
+        # never told "derived" while a stored request still lacked its evidence
+        assert reports.seen and all(req == ev for _, req, ev in reports.seen), reports.seen
+        assert reports.seen[-1][0] == len(jobs)
+    finally:
+        writer.close()
+    store = Store.open(tmp_path / "writer.duckdb")
+    try:
+        assert store.conn.execute(DIFFERENCE).fetchone() == (0,)
+    finally:
+        store.close()
+
+
+def test_while_a_reader_waits_for_fresh_rows_every_commit_is_refreshed_at_once(
+        tmp_path: Path, some: list[list[Any]]) -> None:
+    store = Store.open(tmp_path / "fresh.duckdb")
+    reports = Reports(store)
+    writer = Writer(store, pool=DerivePool(1), max_batch_spans=1, on_derived=reports)
+    writer.wants_fresh = lambda: True
+    writer.start()
+    jobs = [as_job(spans, "raw", i) for i, spans in enumerate(some, 1)]
+    reports.last = len(jobs)
+    try:
+        for job in jobs:
+            writer.submit(job)
+        assert reports.done.wait(120), reports.seen
+        c = writer.counters
+        assert c.commits >= 6 and c.evidence_refreshes == c.commits, c
+        assert all(req == ev for _, req, ev in reports.seen), reports.seen
+    finally:
+        writer.close()
+
+
+def test_a_flush_leaves_no_evidence_owed(tmp_path: Path, some: list[list[Any]]) -> None:
+    store = Store.open(tmp_path / "flush.duckdb")
+    writer = Writer(store, pool=DerivePool(1), max_batch_spans=1).start()
+    try:
+        for i, spans in enumerate(some, 1):
+            writer.submit(as_job(spans, "raw", i))
+        writer.flush(120)
+        requests, evidence = counts(store.conn)
+        assert requests > 20 and evidence == requests and store.owed_evidence == 0
+    finally:
+        writer.close()
