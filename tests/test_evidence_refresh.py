@@ -5,7 +5,9 @@ opens again, and a reader asking for fresh rows never sees a request without the
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from midtrace.collector.storage.derive import DerivePool, prepare
 from midtrace.collector.storage.store import Store, WriteJob
-from midtrace.collector.storage.writer import Writer
+from midtrace.collector.storage.writer import LINGER_SECONDS, POOL_BATCH_SPANS, Writer
 from tests.test_derive_workers import as_job, sample_exports, snapshot
 
 # request_evidence against the view it is kept equal to, both ways
@@ -160,5 +162,28 @@ def test_a_flush_leaves_no_evidence_owed(tmp_path: Path, some: list[list[Any]]) 
         writer.flush(120)
         requests, evidence = counts(store.conn)
         assert requests > 20 and evidence == requests and store.owed_evidence == 0
+    finally:
+        writer.close()
+
+
+def test_exports_that_arrive_together_are_derived_as_one_group(
+        tmp_path: Path, some: list[list[Any]]) -> None:
+    """Below its limit a collector gets exports one at a time: those that arrive within
+    LINGER_SECONDS of each other go to a worker, and into the store, together."""
+    small = [spans for spans in some if len(spans) < 100][:5]
+    assert len(small) == 5 and sum(map(len, small)) < POOL_BATCH_SPANS
+    store = Store.open(tmp_path / "linger.duckdb")
+    reports = Reports(store)
+    reports.last = len(small)
+    writer = Writer(store, pool=DerivePool(1), on_derived=reports).start()
+    ids = itertools.count(1)
+    jobs = [as_job(spans, "raw", next(ids)) for spans in small]
+    try:
+        for job in jobs:  # one at a time, each well within LINGER_SECONDS of the last
+            writer.submit(job)
+            time.sleep(LINGER_SECONDS / 20)  # not a wait for the writer: exports arrive apart
+        assert reports.done.wait(60 + LINGER_SECONDS), reports.seen
+        c = writer.counters
+        assert c.worker_jobs + c.ahead_jobs == 5 and c.commits == 1, c
     finally:
         writer.close()

@@ -104,6 +104,7 @@ EVIDENCE_SECONDS = 1.0  # the longest a stored request waits for its request_evi
 # (and so to count in the metrics) while no reader asks for fresh rows
 EVIDENCE_POLL_SECONDS = 0.02  # while evidence is owed: how often an idle writer looks
 MAX_OWED_REQUESTS = 20_000  # refreshed at once past this many, to bound one refresh
+LINGER_SECONDS = 0.25  # how long a small group of exports waits for more (Writer._linger)
 MERGE_SPANS = 6_000  # the groups whose rows are ready are stored in one commit while they
 # hold fewer spans than this: a commit costs tens of milliseconds however few requests it holds
 AHEAD_POLL_SECONDS = 0.01  # while a worker's group is not ready: how often to look behind it
@@ -315,11 +316,40 @@ class Writer:
                 return n_spans < limit
 
             batch, stopping = take_group(self._queue, item, room)
+            if not stopping and n_spans < limit:
+                stopping = self._linger(batch, room, lambda: n_spans >= limit)
             for run in _runs(batch, _worker_input):  # in order: mixed traffic keeps its workers busy
                 self._taken.put((run, self._to_worker(run)))
             if stopping:
                 self._taken.put(STOP)
                 return
+
+    def _linger(self, batch: Batch, room: Callable[[Batch], bool],
+                full: Callable[[], bool]) -> bool:
+        """Add to a group of exports for the workers what arrives in the next
+        LINGER_SECONDS, while there is room (Kafka's linger.ms): below its limit a collector
+        gets exports one at a time, and each group costs its worker task, its inserts and
+        its commit however few requests it holds. Not for a group with outcomes or a flush
+        (someone waits on it), nor while a reader waits for fresh rows. Returns whether STOP
+        was taken."""
+        if self.pool is None or any(_worker_input(job) is None for job, _ in batch):
+            return False
+        deadline = time.monotonic() + LINGER_SECONDS
+        while not self.wants_fresh():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                item = self._queue.get(timeout=min(left, EVIDENCE_POLL_SECONDS))
+            except queue.Empty:
+                continue
+            if item is STOP:
+                return True
+            more, stopping = take_group(self._queue, item, room)
+            batch.extend(more)
+            if stopping or full() or any(_worker_input(job) is None for job, _ in more):
+                return stopping
+        return False
 
     def _to_worker(self, batch: Batch) -> Future[Prepared] | None:
         """A worker's Future for the group, when a worker can derive all of it."""
