@@ -106,12 +106,16 @@ class Reports:
             self.done.set()
 
 
-def test_the_writer_refreshes_evidence_once_for_many_commits_and_reports_after_it(
-        tmp_path: Path, some: list[list[Any]]) -> None:
+@pytest.mark.parametrize("reader_waits", [False, True])
+def test_the_writer_refreshes_evidence_for_many_commits_at_once_and_reports_after_it(
+        tmp_path: Path, some: list[list[Any]], reader_waits: bool) -> None:
+    """One refresh for many commits; while a reader waits for fresh rows, one after each."""
     store = Store.open(tmp_path / "writer.duckdb")
     reports = Reports(store)
     writer = Writer(store, pool=DerivePool(1), max_batch_spans=1,  # a group, and a commit, each
-                    on_derived=reports).start()
+                    on_derived=reports)
+    writer.wants_fresh = lambda: reader_waits
+    writer.start()
     jobs = [as_job(spans, "raw", i) for i, spans in enumerate(some, 1)]
     reports.last = len(jobs)
     try:
@@ -120,7 +124,10 @@ def test_the_writer_refreshes_evidence_once_for_many_commits_and_reports_after_i
         assert reports.done.wait(120), reports.seen
         c = writer.counters
         assert c.failed_jobs == 0 and c.commits >= 6, c
-        assert 1 <= c.evidence_refreshes < c.commits, c
+        if reader_waits:
+            assert c.evidence_refreshes == c.commits, c
+        else:
+            assert 1 <= c.evidence_refreshes < c.commits, c
         # never told "derived" while a stored request still lacked its evidence
         assert reports.seen and all(req == ev for _, req, ev in reports.seen), reports.seen
         assert reports.seen[-1][0] == len(jobs)
@@ -131,26 +138,6 @@ def test_the_writer_refreshes_evidence_once_for_many_commits_and_reports_after_i
         assert store.conn.execute(DIFFERENCE).fetchone() == (0,)
     finally:
         store.close()
-
-
-def test_while_a_reader_waits_for_fresh_rows_every_commit_is_refreshed_at_once(
-        tmp_path: Path, some: list[list[Any]]) -> None:
-    store = Store.open(tmp_path / "fresh.duckdb")
-    reports = Reports(store)
-    writer = Writer(store, pool=DerivePool(1), max_batch_spans=1, on_derived=reports)
-    writer.wants_fresh = lambda: True
-    writer.start()
-    jobs = [as_job(spans, "raw", i) for i, spans in enumerate(some, 1)]
-    reports.last = len(jobs)
-    try:
-        for job in jobs:
-            writer.submit(job)
-        assert reports.done.wait(120), reports.seen
-        c = writer.counters
-        assert c.commits >= 6 and c.evidence_refreshes == c.commits, c
-        assert all(req == ev for _, req, ev in reports.seen), reports.seen
-    finally:
-        writer.close()
 
 
 def test_a_flush_leaves_no_evidence_owed(tmp_path: Path, some: list[list[Any]]) -> None:

@@ -474,16 +474,22 @@ class Store:
                         self.conn.execute(sqlfiles.query("delete_intake_log"),
                                           {"export_ids": export_ids})
             except CommittedThenInvalidated as e:  # stored: the reopen starts its caches anew
-                e.result = out  # (and computes the evidence it owes: _refresh_missing)
+                e.result = out
+                if defer_evidence:  # owed until the reopen computes it (_refresh_missing)
+                    self._owe(trace_ids, request_ids)
                 raise
             except BaseException:
                 # the caches below took in what the rolled-back groups stored: forget it
                 self.forget_texts()
                 raise
             if defer_evidence:
-                self._owed_traces.update(trace_ids)
-                self._owed_requests.update(request_ids)
+                self._owe(trace_ids, request_ids)
         return out
+
+    def _owe(self, trace_ids: set[str], request_ids: list[int]) -> None:
+        if request_ids:  # the traces only scope the requests' outcomes (refresh_evidence)
+            self._owed_traces.update(trace_ids)
+            self._owed_requests.update(request_ids)
 
     @property
     def owed_evidence(self) -> int:

@@ -102,7 +102,8 @@ def backlog_bytes(memory_limit: int | None) -> int:
 
 EVIDENCE_SECONDS = 1.0  # the longest a stored request waits for its request_evidence rows
 # (and so to count in the metrics) while no reader asks for fresh rows
-EVIDENCE_POLL_SECONDS = 0.02  # while evidence is owed: how often an idle writer looks
+WAKE_SECONDS = 0.02  # how often a waiting writer thread looks whether a reader wants fresh
+# rows (or, in the apply thread, whether owed evidence is due)
 MAX_OWED_REQUESTS = 20_000  # refreshed at once past this many, to bound one refresh
 LINGER_SECONDS = 0.25  # how long a small group of exports waits for more (Writer._linger)
 MERGE_SPANS = 6_000  # the groups whose rows are ready are stored in one commit while they
@@ -340,7 +341,7 @@ class Writer:
             if left <= 0:
                 return False
             try:
-                item = self._queue.get(timeout=min(left, EVIDENCE_POLL_SECONDS))
+                item = self._queue.get(timeout=min(left, WAKE_SECONDS))
             except queue.Empty:
                 continue
             if item is STOP:
@@ -415,7 +416,7 @@ class Writer:
             if not self._owes_evidence():
                 return self._taken.get()
             try:
-                return self._taken.get(timeout=EVIDENCE_POLL_SECONDS)
+                return self._taken.get(timeout=WAKE_SECONDS)
             except queue.Empty:
                 self._settle_evidence()
 
