@@ -26,8 +26,8 @@ requests it holds.
 The request_evidence rows of what workers derived are not refreshed in each commit but at
 most every EVIDENCE_SECONDS, for every commit since (Store.refresh_owed): the refresh costs
 about 45 ms whatever it covers, and a collector below its limit commits each export on its
-own (bench/ingest.py --rate: at 400 requests/s the refresh per commit was 17% of the
-collector's CPU). It runs at once when a reader waits for fresh rows (``wants_fresh``),
+own (sampled at a steady 400 requests/s, the refresh in each commit was 17% of the
+collector's busy time). It runs at once when a reader waits for fresh rows (``wants_fresh``),
 before any other job (outcomes, a flush) and at stop. ``on_derived`` is told an export is
 derived only once its requests' evidence is in.
 
