@@ -25,6 +25,7 @@ SPAN = SpanRecord("ab" * 16, "cd" * 8, "llm", 1_000, 2_000, {})
 class FailingStore:
     shared = True
     keep_text = True
+    owed_evidence = 0  # as ClickHouseStore: every write computes its request_evidence
 
     def __init__(self, error: Exception, store_fails: bool = True, write_failures: int = 1_000_000) -> None:
         self.error = error

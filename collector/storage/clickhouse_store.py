@@ -114,6 +114,7 @@ class ClickHouseStore:
     """A writer of a midtrace store on ClickHouse; any number may share one."""
 
     shared = True  # other collectors write the same store: no intake log of its own
+    owed_evidence = 0  # every write computes its request_evidence (Store.apply can defer it)
 
     def __init__(self, conn: clickhouse.Connection, keep_text: bool = True,
                  prices: Path | None = None) -> None:

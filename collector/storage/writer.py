@@ -421,7 +421,7 @@ class Writer:
                 self._settle_evidence()
 
     def _owes_evidence(self) -> bool:
-        return bool(getattr(self.store, "owed_evidence", 0))
+        return self.store.owed_evidence > 0
 
     def _settle_evidence(self, force: bool = False) -> None:
         """Refresh the evidence the commits left owed when it is due (or ``force``), then
