@@ -307,7 +307,7 @@ class Store:
         self._content_hash = TextHashes(content_hash)
         self._chunk_texts_stored: set[str] = set()  # content hashes known to be in chunk_texts
         # what apply(defer_evidence=True) stored and refresh_owed has not refreshed yet; what
-        # a stop (or a reopen) left owed is found by _refresh_missing
+        # a stop (or a reopen) left owed is found by _refresh_missing, and refreshed alike
         self._owed_traces: set[str] = set()
         self._owed_requests: set[int] = set()
         self._refresh_missing()
@@ -317,15 +317,15 @@ class Store:
         collector stored with their refresh deferred (``apply``) and stopped before it ran
         (killed, or its database invalidated). Every request has one row (the view's), so
         these are exactly the refreshes it owed. A failure is logged, never stops the open:
-        those requests stay out of the metrics until the next open tries again."""
+        those requests stay owed, for a writer to refresh or the next open to try again."""
         owed = self.conn.execute(sqlfiles.query("requests_without_evidence")).fetchall()
         if not owed:
             return
         log.info("computing request_evidence for %d request(s) a stop left without it", len(owed))
+        self._owe({t for _, t in owed}, [r for r, _ in owed])
         try:
-            with transaction(self.conn):
-                refresh_evidence(self.conn, {t for _, t in owed}, [r for r, _ in owed])
-        except duckdb.Error as e:
+            self.refresh_owed()
+        except duckdb.Error as e:  # still owed: a writer refreshes it (Writer._settle_evidence)
             log.error("request_evidence of %d request(s) not computed: %s", len(owed),
                       first_line(e))
 
