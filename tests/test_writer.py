@@ -250,3 +250,23 @@ def test_an_export_that_faults_in_the_log_does_not_stop_a_start(tmp_path: Path) 
     stored = {t for (t,) in rows(db, "SELECT trace_id FROM requests")}
     assert len(stored) == 2 and poisoned not in stored
     assert rows(db, "SELECT count(*) FROM intake_log") == [(0,)]
+
+
+def test_the_writer_derives_nothing_ahead_while_exports_arrive(tmp_path: Path) -> None:
+    """The app tells its writer when intake is busy: for BUSY_SECONDS after each export."""
+    import time
+
+    from midtrace.collector.intake.accept import BUSY_SECONDS
+
+    db = tmp_path / "busy.duckdb"
+    writer = Writer(Store.open(db)).start()
+    client = TestClient(create_app(writer, CollectorSettings(db=str(db))))
+    assert not writer.intake_busy()
+    body = otlp.encode_sdk_spans(batch_of_spans(1, "busy")).SerializeToString()
+    answer = client.post("/v1/traces", content=body,
+                         headers={"content-type": "application/x-protobuf"})
+    assert answer.status_code == 200
+    assert writer.intake_busy()
+    time.sleep(BUSY_SECONDS * 2)
+    assert not writer.intake_busy()
+    writer.close()

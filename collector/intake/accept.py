@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from midtrace.schemas.span import SpanRecord
 
 log = logging.getLogger(__name__)
 
+# Intake counts as busy (Writer.intake_busy: the writer derives nothing in this process)
+# for this long after an export arrives. Under a burst exports arrive every few ms.
+BUSY_SECONDS = 0.1
 ADMISSION_WAIT_SECONDS = 2.0
 ADMISSION_POLL_SECONDS = 0.02
 
@@ -67,6 +71,11 @@ class Intake:
         self.keep_text = keep_text
         self.forwarders = list(forwarders)
         self.counters = IntakeCounters()
+        self._last_export_at = -BUSY_SECONDS
+
+    def busy(self) -> bool:
+        """Whether an export arrived in the last BUSY_SECONDS."""
+        return time.monotonic() - self._last_export_at < BUSY_SECONDS
 
     async def export(self, export: ExportTraceServiceRequest | SpanPairs, batch: Batch) -> SpanCheck:
         """Log the export's good spans durably; returns what was accepted and refused.
@@ -79,6 +88,7 @@ class Intake:
         # without building records) and hands the writer no spans. Otherwise (no workers, an
         # OTLP/JSON export, ``--no-text``) intake's spans are what is derived; a worker given
         # them decodes midtrace's attributes itself, so intake keeps no records for it.
+        self._last_export_at = time.monotonic()
         workers = self.appender.derives_raw
         raw_only = self.keep_text and workers and isinstance(export, ExportTraceServiceRequest)
         check = check_spans(spans_of(export, PREFIX) if raw_only else export,
@@ -102,6 +112,7 @@ class Intake:
         genai_events.py) durably, like an export's spans; the other log records are counted
         and dropped. The intake log keeps the span records, not the logs export, so recovery
         and rebuild read them as spans. Not forwarded: forwarding passes trace exports on."""
+        self._last_export_at = time.monotonic()
         check = check_spans([(s, None) for s in spans])
         c = self.counters
         c.log_exports += 1

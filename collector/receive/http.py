@@ -107,7 +107,9 @@ def build_intake(writer: Writer, settings: CollectorSettings,
                         max_export_bytes=(None if settings.memory_limit is None
                                           else writer.max_backlog_bytes)).start()
     writer.on_fatal = appender.mark_broken
-    return Intake(appender, forwarders, keep_text=settings.keep_text)
+    intake = Intake(appender, forwarders, keep_text=settings.keep_text)
+    writer.intake_busy = intake.busy
+    return intake
 
 
 def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | None = None) -> Starlette:

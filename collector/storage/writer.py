@@ -18,7 +18,9 @@ GenAI events) goes to a worker as those spans; a protobuf export as its raw byte
 the apply thread waits on a group no worker has finished, it takes the next group, and if
 no worker has started that one either, derives it itself, as a worker would
 (``_derive_next_here``): the collector process has CPU to spare while its workers are busy
-(bench/ingest.py on 2 cores: 5-12% more requests derived per second). The other way round,
+(bench/ingest.py on 2 cores: 5-12% more requests derived per second). It does not while
+exports are arriving (``intake_busy``): then the process's CPU is intake's, whose checks
+(midtrace's own attributes) hold the same GIL. The other way round,
 when the workers are ahead of the apply thread, the groups whose rows are ready are stored
 together in one commit (``_ready_behind``): a commit costs tens of milliseconds however few
 requests it holds.
@@ -212,6 +214,7 @@ class Writer:
         self.pool_restarts = 0
         self.on_derived = on_derived
         self.wants_fresh: Callable[[], bool] = lambda: False  # a reader waits for fresh rows
+        self.intake_busy: Callable[[], bool] = lambda: False  # exports arrive: derive none ahead
         self._stored_through = 0  # the last export whose rows are committed
         self._reported_through = 0  # the last export on_derived was told of
         self._owed_since: float | None = None  # when the oldest owed evidence was stored
@@ -514,12 +517,14 @@ class Writer:
 
     def _derive_next_here(self) -> object:
         """The next group, derived in this thread if no worker has started it: while the
-        workers are busy this thread would only wait."""
+        workers are busy this thread would only wait. Not while exports arrive
+        (``intake_busy``): intake checks them in this process, under the same GIL, and a
+        group derived here (300 ms of a core for 1,500 spans) would slow their answers."""
         item = self._next_taken()
         if item is None or item is STOP:
             return item
         batch, prepared = item  # type: ignore[misc]
-        if prepared is None or not prepared.cancel():
+        if prepared is None or self.intake_busy() or not prepared.cancel():
             return item
         here: Future[Prepared] = _DerivedHere()
         function, args = _task(batch, self.store.keep_text)
