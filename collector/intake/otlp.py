@@ -248,7 +248,10 @@ def json_any_value(v: Any) -> AttrValue:
     if "boolValue" in v:
         return bool(v["boolValue"])
     if "intValue" in v:
-        return _json_int(v["intValue"], "intValue")
+        n = _json_int(v["intValue"], "intValue")
+        if not -(1 << 63) <= n < 1 << 63:  # AnyValue.int_value is an int64, as in protobuf
+            raise ValueError(f"intValue {str(n)[:24]} is out of range (a 64-bit integer)")
+        return n
     if "doubleValue" in v:
         d = v["doubleValue"]
         if isinstance(d, str):
