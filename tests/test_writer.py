@@ -4,6 +4,7 @@ tells the truth when it is not running."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from midtrace.collector.intake import otlp
+from midtrace.collector.intake.accept import BUSY_SECONDS
 from midtrace.collector.receive.http import create_app
 from midtrace.collector.settings import CollectorSettings
 from midtrace.collector.storage.store import Store, WriteJob, WriteStats
@@ -254,10 +256,6 @@ def test_an_export_that_faults_in_the_log_does_not_stop_a_start(tmp_path: Path) 
 
 def test_the_writer_derives_nothing_ahead_while_exports_arrive(tmp_path: Path) -> None:
     """The app tells its writer when intake is busy: for BUSY_SECONDS after each export."""
-    import time
-
-    from midtrace.collector.intake.accept import BUSY_SECONDS
-
     db = tmp_path / "busy.duckdb"
     writer = Writer(Store.open(db)).start()
     client = TestClient(create_app(writer, CollectorSettings(db=str(db))))
