@@ -47,13 +47,15 @@ def any_value(v: AnyValue) -> AttrValue:
         # Arrays are nearly always of one kind: read each element through the first one's
         # field. A field that reads empty (0, "", or another kind set) is decoded in full,
         # so any array still decodes exactly (bench/ingest.py: own conventions).
+        # An element that holds nothing (None: a chunk without a prompt index, say) is read
+        # without a call: ``ByteSize`` is 0 only for an empty AnyValue.
         first = values[0].WhichOneof("value")
         if first == "string_value":
-            return [x.string_value or any_value(x) for x in values]
+            return [x.string_value or (None if not x.ByteSize() else any_value(x)) for x in values]
         if first == "int_value":
-            return [x.int_value or any_value(x) for x in values]
+            return [x.int_value or (None if not x.ByteSize() else any_value(x)) for x in values]
         if first == "double_value":
-            return [x.double_value or any_value(x) for x in values]
+            return [x.double_value or (None if not x.ByteSize() else any_value(x)) for x in values]
         return [any_value(x) for x in values]
     if which == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
