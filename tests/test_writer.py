@@ -268,3 +268,52 @@ def test_the_writer_derives_nothing_ahead_while_exports_arrive(tmp_path: Path) -
     time.sleep(BUSY_SECONDS * 2)
     assert not writer.intake_busy()
     writer.close()
+
+
+def test_a_workers_group_waits_while_exports_arrive_but_never_a_flush(tmp_path: Path) -> None:
+    """While intake is busy the apply thread holds a worker's group back (intake checks
+    under the same GIL), up to YIELD_SECONDS; a reader waiting for fresh rows, a flush (or
+    outcomes) behind it, and intake going quiet each end the wait."""
+    from midtrace.collector.receive.bodies import PROTOBUF
+    from midtrace.collector.storage.derive import DerivePool
+    from midtrace.collector.storage.raw_export import RawExport
+    from midtrace.collector.storage.writer import YIELD_SECONDS
+
+    def raw_job(tag: str) -> WriteJob:
+        body = otlp.encode_sdk_spans(batch_of_spans(3, tag)).SerializeToString()
+        return WriteJob(raw=RawExport(body, PROTOBUF), count=3)
+
+    db = tmp_path / "yield.duckdb"
+    writer = Writer(Store.open(db), pool=DerivePool(1))
+    busy, fresh = [False], [False]
+    writer.intake_busy = lambda: busy[0]
+    writer.wants_fresh = lambda: fresh[0]
+    writer.start()
+    try:
+        writer.submit(raw_job("warm")).result(120)  # the worker has started: not held
+        busy[0] = True
+        held = writer.submit(raw_job("held"))
+        time.sleep(YIELD_SECONDS / 4)
+        assert not held.done(), "stored while exports arrive"
+        busy[0] = False
+        held.result(YIELD_SECONDS / 2)  # quiet again: stored before the wait would end
+
+        busy[0] = True
+        behind = writer.submit(raw_job("behind"))
+        writer.flush(YIELD_SECONDS / 2)  # a flush behind it is not kept waiting
+        assert behind.done()
+
+        fresh_one = writer.submit(raw_job("fresh"))
+        time.sleep(YIELD_SECONDS / 4)
+        assert not fresh_one.done()
+        fresh[0] = True
+        fresh_one.result(YIELD_SECONDS / 2)
+        fresh[0] = False
+
+        started = time.monotonic()
+        writer.submit(raw_job("bounded")).result(YIELD_SECONDS * 5)  # busy throughout
+        assert time.monotonic() - started >= YIELD_SECONDS / 2
+    finally:
+        writer.close()
+    assert writer.counters.failed_jobs == 0, writer.counters.last_error
+    assert rows(db, "SELECT count(*) FROM requests") == [(15,)]

@@ -20,7 +20,9 @@ no worker has started that one either, derives it itself, as a worker would
 (``_derive_next_here``): the collector process has CPU to spare while its workers are busy
 (bench/ingest.py on 2 cores: 5-12% more requests derived per second). It does not while
 exports are arriving (``intake_busy``): then the process's CPU is intake's, whose checks
-(midtrace's own attributes) hold the same GIL. The other way round,
+(midtrace's own attributes) hold the same GIL. For the same reason, while exports arrive,
+it holds a worker's finished group back for a while before storing it
+(``_yield_to_intake``), and the workers go on with the groups behind. The other way round,
 when the workers are ahead of the apply thread, the groups whose rows are ready are stored
 together in one commit (``_ready_behind``): a commit costs tens of milliseconds however few
 requests it holds.
@@ -111,6 +113,10 @@ LINGER_SECONDS = 0.25  # how long a small group of exports waits for more (Write
 MERGE_SPANS = 6_000  # the groups whose rows are ready are stored in one commit while they
 # hold fewer spans than this: a commit costs tens of milliseconds however few requests it holds
 AHEAD_POLL_SECONDS = 0.01  # while a worker's group is not ready: how often to look behind it
+YIELD_SECONDS = 2.0  # the longest the apply thread holds a group back while exports arrive
+# (Writer._yield_to_intake): about a burst of 5,000 requests, and the most it adds to the lag
+YIELD_GROUPS = 4  # groups the dispatch thread takes ahead of the apply thread, beyond one a
+# worker: room for the workers to go on while the apply thread yields to intake
 MAX_POOL_RESTARTS = 3  # worker pools started again after one died, before giving up on them
 
 Batch = list[tuple[WriteJob, "Future[WriteStats]"]]
@@ -196,6 +202,11 @@ def _ready(prepared: Future[Prepared] | None) -> bool:
             and prepared.exception() is None)
 
 
+def _waited_on(item: object) -> bool:
+    """Whether a group taken (or STOP) is one someone waits on: STOP, outcomes, a flush."""
+    return item is STOP or item[1] is None  # type: ignore[index]
+
+
 class _DerivedHere(Future):  # type: ignore[type-arg]
     """A group's rows that the apply thread made itself (Writer._derive_next_here)."""
 
@@ -225,7 +236,7 @@ class Writer:
         self._queue: queue.Queue[tuple[WriteJob, Future[WriteStats]] | object] = queue.Queue(max_queue)
         # groups taken, in order, each with its worker's Future (None: derive in the thread)
         self._taken: queue.Queue[tuple[Batch, Future[Prepared] | None] | object] = queue.Queue(
-            (pool.workers + 1) if pool else 1)
+            (pool.workers + YIELD_GROUPS) if pool else 1)
         self._dispatcher = NamedThread(target=self._run_dispatch, name="midtrace-writer-dispatch",
                                        daemon=True)
         self._thread = NamedThread(target=self._run, name="midtrace-writer", daemon=True)
@@ -397,6 +408,7 @@ class Writer:
                 if ahead is None:  # nothing behind it yet
                     wait_for([prepared], timeout=AHEAD_POLL_SECONDS)
             groups: list[tuple[Batch, Future[Prepared] | None]] = [(batch, prepared)]
+            self._yield_to_intake(prepared, ahead)
             if _ready(prepared):
                 ahead = self._ready_behind(groups, ahead)
             self._store_groups(groups)
@@ -411,6 +423,36 @@ class Writer:
             self._settle_evidence()
             del item, batch, prepared, groups  # a group's exports and rows: not kept while idle
             give_back_memory()
+
+    def _yield_to_intake(self, prepared: Future[Prepared] | None, ahead: object) -> None:
+        """While exports arrive, hold a worker's group back (up to YIELD_SECONDS) before
+        storing it: intake checks those exports in this process, under the same GIL, and
+        answers them sooner with the apply thread out of its way (bench/ingest.py). The
+        workers go on deriving meanwhile, and the groups whose rows are ready by then are
+        stored together, in fewer commits. Owed evidence is still refreshed when due. Not
+        for a group someone waits on (outcomes, a flush: ``prepared`` is None) or one taken
+        behind it (``ahead`` or still queued), nor once the workers have nothing left to
+        derive, nor while the writer's queue or backlog is three quarters full (intake would
+        refuse exports), nor while a reader waits for fresh rows, nor once the writer is
+        closing."""
+        if prepared is None or (ahead is not None and _waited_on(ahead)):
+            return
+        deadline = time.monotonic() + YIELD_SECONDS
+        while (self.intake_busy() and not self._closed and not self.wants_fresh()
+               and self._queue.qsize() * 4 < self._queue.maxsize * 3
+               and self._backlog_bytes * 4 < self.max_backlog_bytes * 3
+               and time.monotonic() < deadline and self._workers_have_work()):
+            time.sleep(AHEAD_POLL_SECONDS)
+            self._settle_evidence()
+
+    def _workers_have_work(self) -> bool:
+        """Whether a worker still derives a group queued behind the one in hand, or has room
+        to be given another; False too when a group queued behind is waited on."""
+        with self._taken.mutex:
+            behind = list(self._taken.queue)
+        if any(_waited_on(item) for item in behind):
+            return False
+        return len(behind) < self._taken.maxsize or not all(_ready(item[1]) for item in behind)  # type: ignore[index]
 
     def _take(self) -> object:
         """The next group taken (or STOP), waiting for it; while evidence is owed the wait
