@@ -27,7 +27,7 @@ import pytest
 from midtrace.collector.intake.otlp import json_spans, load_json, records_to_request
 from midtrace.collector.receive.bodies import PROTOBUF, check_spans
 from midtrace.collector.storage.derive import (
-    STOP_SECONDS, DerivePool, WorkerGone, _receive, _socket_of, prepare)
+    ALIGN, STOP_SECONDS, DerivePool, WorkerGone, _receive, _send_answer, _socket_of, prepare)
 from midtrace.collector.storage.intake_log import RawExport
 from midtrace.collector.storage.store import Store, WriteJob
 from midtrace.collector.storage.threads import arrow_allocator
@@ -185,34 +185,47 @@ def test_workers_do_not_run_the_parents_script_again(tmp_path: Path) -> None:
     assert "spans 0" in done.stdout
 
 
-def test_an_answer_is_read_whole_as_the_connection_would_read_it() -> None:
-    """The pool reads a worker's answer with one blocking read per message, in the
-    connection's own framing: what ``send`` sent comes out, and a worker gone halfway
-    through a message is the end of the stream, not a hang."""
+def test_an_answer_comes_out_whole_with_its_arrow_buffers_read_in_place() -> None:
+    """What a worker sends (``_send_answer``: protocol 5, buffers out of band) is what the
+    pool reads (``_receive``), megabytes and many buffers at once; each Arrow buffer is read
+    into one aligned block without a copy; a worker gone halfway through a message is the
+    end of the stream, not a hang."""
     import multiprocessing
     import struct
     import threading
 
+    import pyarrow as pa
+
     ours, theirs = multiprocessing.Pipe()
-    sock = _socket_of(ours)
-    assert sock is not None
-    answer = (True, {"rows": os.urandom(12_000_000), "ids": list(range(1000))})
-    sender = threading.Thread(target=theirs.send, args=(answer,))
-    sender.start()  # 12 MB: many socket buffers' worth, read as one message
-    assert _receive(ours, sock) == answer
+    sock, their_sock = _socket_of(ours), _socket_of(theirs)
+    assert sock is not None and their_sock is not None
+    rows = pa.table({"text": [os.urandom(40).hex() for _ in range(50_000)],  # 4 MB of text
+                     "n": list(range(50_000))})
+    tables = {f"t{i}": rows.slice(i * 7, 1000 + i) for i in range(300)}  # 600+ buffers
+    answer = (True, {"rows": rows, "tables": tables, "raw": os.urandom(3_000_001),
+                     "ids": list(range(1000))})
+    sender = threading.Thread(target=_send_answer, args=(their_sock, answer))
+    sender.start()
+    ok, got = _receive(sock)
     sender.join()
-    theirs.send("small")  # header and payload in one write
-    assert _receive(ours, sock) == "small"
-    theirs.send_bytes(b"not a whole message")  # what the connection would refuse to unpickle
+    assert ok and got["ids"] == answer[1]["ids"] and got["raw"] == answer[1]["raw"]
+    assert got["rows"].equals(rows)
+    assert all(got["tables"][k].equals(t) for k, t in tables.items())
+    starts = [b.address for b in got["rows"].column("text").chunk(0).buffers() if b is not None]
+    assert all(a % ALIGN == 0 for a in starts), starts
+    _send_answer(their_sock, "small")
+    assert _receive(sock) == "small"
+    their_sock.sendall(struct.pack("!QI", 10, 0) + b"not pickle")  # whole, but not a pickle
     with pytest.raises(Exception):
-        _receive(ours, sock)
-    os.write(theirs.fileno(), struct.pack("!i", 1_000_000) + b"x" * 1000)  # then it dies
+        _receive(sock)
+    their_sock.sendall(struct.pack("!QI", 1_000_000, 0) + b"x" * 1000)  # then it dies
+    their_sock.close()
     theirs.close()
     raised: list[BaseException] = []
 
     def receive() -> None:
         try:
-            _receive(ours, sock)
+            _receive(sock)
         except BaseException as e:
             raised.append(e)
 
