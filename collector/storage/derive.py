@@ -271,7 +271,6 @@ def _socket_of(conn: Connection) -> socket.socket | None:
 # length, how many buffers follow it), each buffer's length, the pickle (protocol 5), then
 # the buffers it left out of itself, each padded to ALIGN bytes.
 _HEADER = struct.Struct("!QI")
-_SIZE = struct.Struct("!Q")
 ALIGN = 64  # Arrow's alignment: each buffer read back starts on it
 _PADDING = bytes(ALIGN)
 IOV_PARTS = 512  # pieces given to one sendmsg call (Linux takes up to 1,024)
@@ -291,7 +290,7 @@ def _send_answer(sock: socket.socket, answer: Any) -> None:
     views = [b.raw() for b in buffers]
     sizes = [v.nbytes for v in views]
     parts: list[Any] = [_HEADER.pack(head.nbytes, len(views)),
-                        b"".join(_SIZE.pack(n) for n in sizes), head]
+                        struct.pack(f"!{len(sizes)}Q", *sizes), head]
     for view, n in zip(views, sizes):
         parts.append(view)
         if n % ALIGN:
@@ -323,8 +322,8 @@ def _receive(sock: socket.socket) -> Any:
     reading it took longer than making it. The buffers are read into one Arrow buffer,
     aligned, and the tables unpickled from it use it as it is, without a copy."""
     head_bytes, count = _HEADER.unpack(_read_exactly(sock, _HEADER.size))
-    front = _read_exactly(sock, _SIZE.size * count + head_bytes)
-    sizes = [_SIZE.unpack_from(front, i * _SIZE.size)[0] for i in range(count)]
+    front = _read_exactly(sock, 8 * count + head_bytes)
+    sizes = struct.unpack_from(f"!{count}Q", front)
     padded = [n + (-n % ALIGN) for n in sizes]
     data = pa.allocate_buffer(sum(padded))
     if data.size:
@@ -333,7 +332,7 @@ def _receive(sock: socket.socket) -> Any:
     for n, room in zip(sizes, padded):
         buffers.append(data.slice(offset, n))
         offset += room
-    return pickle.loads(memoryview(front)[_SIZE.size * count:], buffers=buffers)
+    return pickle.loads(memoryview(front)[8 * count:], buffers=buffers)
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytearray:
