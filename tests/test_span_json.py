@@ -38,6 +38,8 @@ values = st.recursive(scalars, lambda inner: st.one_of(
 @example({"scores": [0.5, float("inf"), None]})
 @example({"nested": {"at": [None, float("-inf")]}})
 @example({"huge": [1e308, 1e308], "none": None})
+@example({"scores": [float("nan"), None], "said": "null"})  # a null that is a NaN, one in a string
+@example({"kv": {"at": None}, "ids": ["a", None], "score": float("inf")})
 @example({"surrogate": "\ud800 x"})
 @example({"big": 2**64})
 @example({"bytes": b"\x00\xff"})
