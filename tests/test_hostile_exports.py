@@ -167,6 +167,7 @@ def derives(body: bytes, content_type: str) -> None:
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=2**32))
 @example(505675)  # a resource's intValue past 64 bits was accepted, then failed re-encoding
+@example(70452096)  # a droppedAttributesCount of -1 was accepted, then failed re-encoding
 def test_a_mutated_trace_export_is_refused_with_a_reason_or_derived(seed: int) -> None:
     rng = random.Random(seed)
     export = copy(rng.choice(EXPORTS))

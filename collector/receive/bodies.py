@@ -173,9 +173,12 @@ def check_spans(spans: ExportTraceServiceRequest | SpanPairs | Iterable[tuple[Sp
 
 
 def _out_of_range(span: SpanRecord) -> str | None:
-    """Why a span's numbers cannot be stored (BIGINT times, INTEGER codes), or None."""
+    """Why a span's numbers cannot be stored (BIGINT times, INTEGER codes and counts), or
+    encoded again as OTLP protobuf (``--no-text``, forwarding), or None."""
     for what, value, top in (("start time", span.start_ns, MAX_NS), ("end time", span.end_ns, MAX_NS),
-                             ("kind", span.kind, MAX_INT), ("status code", span.status_code, MAX_INT)):
+                             ("kind", span.kind, MAX_INT), ("status code", span.status_code, MAX_INT),
+                             # a uint32 in protobuf; OTLP/JSON can send -1
+                             ("dropped attributes count", span.dropped_attributes_count, MAX_INT)):
         if not 0 <= value <= top:
             return f"{what} {value} is out of range (0 to {top})"
     return None

@@ -271,6 +271,8 @@ BAD_INPUT = [
     # Values that once lost the whole batch with a 500: refused per span, the rest kept.
     ("start time past 2^63", with_bad_fields(startTimeUnixNano=str(2**63 + 1)),
      "application/json", None, 200, "start time 9223372036854775809 is out of range", True),
+    ("a negative dropped attributes count", with_bad_fields(droppedAttributesCount=-1),
+     "application/json", None, 200, "dropped attributes count -1 is out of range", True),
     ("protobuf start time past 2^63", "big-time-proto", "application/x-protobuf", None, 200,
      "out of range", True),
     ("token offset of 2^40", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(0, 2**40)),
@@ -349,6 +351,26 @@ def test_bad_input_is_refused_clearly_and_loses_nothing_else(collector: Proc, db
     questions = rows(db_path, "SELECT trace_id FROM requests")
     assert (after,) in questions
     assert len(questions) == (2 if kept else 1)
+
+
+def test_without_text_a_negative_dropped_count_is_refused_per_span(tmp_path: Path) -> None:
+    """OTLP/JSON can send a droppedAttributesCount of -1, which protobuf (a uint32) cannot
+    hold: under --no-text, where the export is kept re-encoded as protobuf, the whole batch
+    was once answered 500 and lost."""
+    db = tmp_path / "no-text.duckdb"
+    proc = start_collector(db, tmp_path / "log", "--no-text")
+    try:
+        answer = httpx.post(proc.url + "/v1/traces", timeout=10,
+                            content=with_bad_fields(droppedAttributesCount=-1),
+                            headers={"content-type": "application/json"})
+        assert answer.status_code == 200, answer.text
+        partial = answer.json()["partialSuccess"]
+        assert partial["rejectedSpans"] == "1", partial
+        assert "dropped attributes count -1 is out of range" in partial["errorMessage"]
+    finally:
+        proc.stop()
+    assert rows(db, "SELECT count(*) FROM requests") == [(1,)]
+    assert rows(db, "SELECT min(dropped_attributes_count) FROM spans") == [(0,)]
 
 
 def test_an_array_of_mixed_types_is_stored_with_the_spans_around_it(collector: Proc,
