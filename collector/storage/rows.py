@@ -132,13 +132,15 @@ def dumps(obj: Any) -> str:
 
 
 def _nulls_are_nones(obj: Any, text: str) -> bool:
-    """Whether each ``null`` in ``text`` (orjson's of ``obj``) stands for a None among
-    ``obj``'s values or the values of its lists, so that none stands for a NaN or an
+    """Whether each ``null`` in ``text`` (orjson's of the dict ``obj``) stands for a None
+    among ``obj``'s values or the values of its lists, so that none stands for a NaN or an
     infinity. The Nones are counted in C, list by list; a ``null`` inside a string, or a
     None deeper down, makes the counts differ, and ``_non_finite`` looks value by value.
     Span attributes hold Nones in their chunk arrays (a dropped chunk has no prompt index):
     counted so, they cost 10 µs a request against 22 (bench/ingest.py's own conventions)."""
-    values = list(obj.values()) if type(obj) is dict else obj if type(obj) is list else [obj]
+    if type(obj) is not dict:  # dumps is given attributes and resources: dicts
+        return False
+    values = list(obj.values())
     nones = values.count(None) + sum([v.count(None) for v in values if type(v) is list])
     return text.count("null") == nones
 
