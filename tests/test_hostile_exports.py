@@ -4,7 +4,8 @@ accepts it, and what it accepts derives without an error. Before this test, muta
 these found a 500 for ``{"resourceSpans": 5}``, a 500 for a logs export whose ``scopeLogs``
 was ``true``, a span attribute array of mixed types that lost its whole acknowledged export,
 a ``gen_ai.operation.name`` list that left its trace underived, an answer citing
-``[\u00b2]`` that did the same, and a ``doubleValue`` of 400 digits that lost its export.
+``[\u00b2]`` that did the same, a ``doubleValue`` of 400 digits that lost its export, and,
+under ``--no-text``, a JSON text holding a 30-digit integer that did the same.
 
 Each example is a seed for the mutations below (a seed that fails reproduces the failure).
 The intake's reading and checks and a derive worker's steps are called as the collector
@@ -21,6 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from midtrace.collector.intake.accept import redacted_export
 from midtrace.collector.intake.otlp import records_to_request, spans_of
 from midtrace.collector.normalize import genai, openinference, vercel_ai
 from midtrace.collector.receive.bodies import (
@@ -200,6 +202,37 @@ def test_odd_text_in_what_the_normalizers_read_is_derived(seed: int) -> None:
     body = json.dumps(export).encode()
     if intake(body, JSON):
         derives(body, JSON)
+
+
+def derives_without_text(accepted: list[Any]) -> None:
+    """What a --no-text collector does with the spans intake accepted: derives them as they
+    are, and logs them redacted as protobuf, which recovery must be able to derive again."""
+    in_hand = prepare(accepted, keep_text=False)
+    assert not in_hand.normalize_errors, in_hand.normalize_errors
+    logged = redacted_export(accepted)
+    recovered = prepare(spans_of_raw(logged), keep_text=False)
+    assert not recovered.normalize_errors, recovered.normalize_errors
+    assert recovered.spans == in_hand.spans
+    assert recovered.tables["requests"].num_rows == in_hand.tables["requests"].num_rows
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=2**32))
+@example(51)  # a JSON text's integer past 64 bits: the redacted export failed, a 500
+def test_a_mutated_trace_export_is_kept_and_derived_again_without_text(seed: int) -> None:
+    rng = random.Random(seed)
+    export = copy(rng.choice(EXPORTS))
+    for _ in range(rng.randint(1, 4)):
+        roll = rng.random()
+        if roll < 0.4:
+            mutate_attribute(rng, export)
+        elif roll < 0.7:
+            mutate_text(rng, export)
+        else:
+            export = mutate(rng, export)
+    accepted = intake(json.dumps(export).encode(), JSON)
+    if accepted:
+        derives_without_text(accepted)
 
 
 LOGS = {"resourceLogs": [{"resource": {"attributes": []}, "scopeLogs": [{

@@ -16,7 +16,10 @@ from opentelemetry.trace import Tracer
 from midtrace.collector.intake.otlp import SpanRecord
 from midtrace.collector.normalize.inferred import NOT_KEPT_WARNING
 from midtrace.collector.normalize.pipeline import normalize_trace
-from midtrace.collector.storage.redact import REDACTED, keeps_strings, scrub
+from midtrace.collector.intake.accept import redacted_export
+from midtrace.collector.normalize.attr_values import identifier, number
+from midtrace.collector.storage.derive import spans_of_raw
+from midtrace.collector.storage.redact import MARKER_DEPTH, MAX_DEPTH, REDACTED, keeps_strings, scrub
 from midtrace.collector.storage.spanstore import SpanEncoder, span_from_row
 from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas import conventions as c
@@ -62,6 +65,59 @@ def test_a_json_text_keeps_its_ids_and_numbers_and_loses_its_strings() -> None:
         "id": "x", "note": redacted("words"), "id_list": [redacted("y")]}
     # under an id field only a plain string is kept
     assert scrub("app.map", {"id": {"nested": "words"}}) == {"id": {"nested": redacted("words")}}
+
+
+def span_with(value: Any) -> SpanRecord:
+    return SpanRecord(trace_id="0" * 31 + "1", span_id="0" * 15 + "1", parent_span_id=None,
+                      name="llm", kind=1, start_ns=1, end_ns=2, attributes={"input.value": value},
+                      resource={}, scope=None, status_code=0)
+
+
+def logged_and_read_back(value: Any) -> Any:
+    """``value`` as the intake log of a --no-text collector keeps it, read back as recovery
+    reads it (None when that entry cannot be read)."""
+    spans = spans_of_raw(redacted_export([span_with(value)]))
+    return spans[0].attributes["input.value"] if spans else None
+
+
+def nested(depth: int, make: Callable[[Any], Any]) -> Any:
+    value: Any = "words"
+    for _ in range(depth):
+        value = make(value)
+    return value
+
+
+def test_a_json_integer_past_64_bits_is_kept_as_its_digits() -> None:
+    """Before: a JSON text holding such an integer (a 30-digit id) could not be encoded as the
+    intake log's protobuf, and its whole export was answered 500."""
+    text = json.dumps([{"id": 10**30, "score": 10**400, "rank": 2**63 - 1, "low": -2**63}])
+    kept = logged_and_read_back(text)
+    assert isinstance(kept, RedactedText)
+    assert kept.structure == [{"id": str(10**30), "score": str(10**400), "rank": 2**63 - 1,
+                               "low": -2**63}]
+    assert identifier(kept.structure[0]["id"]) == identifier(10**30)  # the same document id
+    assert number(kept.structure[0]["score"]) is None and number(10**400) is None
+
+
+@pytest.mark.parametrize("make", [lambda v: {"a": v}, lambda v: [v]], ids=["objects", "arrays"])
+@pytest.mark.parametrize("as_text", [False, True], ids=["value", "json text"])
+def test_a_value_nested_past_the_bound_is_cut_and_reads_back(
+        make: Callable[[Any], Any], as_text: bool) -> None:
+    """Before: a value nested 50 levels deep (or a JSON text holding one) was logged as
+    protobuf nested past what a protobuf reader accepts, so an export acknowledged before a
+    crash could not be derived on the next start."""
+    for depth in (MAX_DEPTH - MARKER_DEPTH - 1, 50, 500):
+        value = nested(depth, make)
+        kept = logged_and_read_back(json.dumps(value) if as_text else value)
+        assert kept is not None, depth
+        walked, levels = (kept.structure, MARKER_DEPTH) if as_text else (kept, 0)
+        while isinstance(walked, (dict, list)):
+            walked = walked["a"] if isinstance(walked, dict) else walked[0]
+            levels += 1
+        if depth + (MARKER_DEPTH if as_text else 0) <= MAX_DEPTH:  # all of it kept
+            assert isinstance(walked, (dict, RedactedText)), (depth, walked)
+        else:
+            assert walked is None and levels == MAX_DEPTH, (depth, levels)
 
 
 def sdk_trace(build: Callable[[Tracer, Markers, Sent], None]) -> tuple[list[SpanRecord], Markers]:

@@ -13,6 +13,13 @@ The rule is an allow-list, so an attribute no convention has named yet is covere
   only under the fields in ``KEPT_FIELDS``; the marker carries it as ``"json"``, so a
   document's id, score and source survive without its text.
 
+What is kept must read back from the intake log, which holds it as OTLP protobuf: an integer
+of a JSON text past 64 bits (an AnyValue's ``int_value`` is an int64) is kept as its decimal
+digits, which the normalizers read as the same id or number; and an array or object nested
+deeper than ``MAX_DEPTH`` (counting the marker's own two levels) is kept as null, because a
+protobuf reader refuses a message nested past 100 levels and each level of a value costs
+two or three.
+
 Span names, kinds, times, status codes, the scope name and the resource (the service, not
 the request) are kept as sent; links and other events are not stored at all. GenAI events,
 on a span or as log records, become span records of their own (collector/intake/
@@ -34,6 +41,9 @@ from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.span import SpanRecord
 
 REDACTED = "$redacted"
+MAX_DEPTH = 20  # arrays and objects within an attribute's value; deeper ones are kept as null
+MARKER_DEPTH = 2  # what a marker's "json" adds: {"$redacted": {..., "json": ...}}
+INT64 = range(-(1 << 63), 1 << 63)
 
 # midtrace's own string attributes that are ids, labels, dates or times; the free-text ones
 # (question, answer, chunk texts, constraints, conflicts, verifier result, note) are not here.
@@ -93,42 +103,47 @@ def scrub(key: str, value: Any) -> Any:
     """The value of attribute ``key`` as ``--no-text`` stores it."""
     if keeps_strings(key):
         return _keep_strings(value)
-    return _scrub(value)
+    return _scrub(value, 0)
 
 
 def _keep_strings(value: Any) -> Any:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        return [v if isinstance(v, str) else _scrub(v) for v in value]
-    return _scrub(value)
+        return [v if isinstance(v, str) else _scrub(v, 1) for v in value]
+    return _scrub(value, 0)
 
 
-def _scrub(value: Any) -> Any:
+def _scrub(value: Any, depth: int) -> Any:
+    """``value``, found within ``depth`` arrays and objects of its attribute, as kept."""
     if isinstance(value, RedactedText):  # read back from a redacted record: keep what it was
         marker: dict[str, Any] = {"hash": value.content_hash, "chars": value.chars}
         if value.structure is not None:
-            marker["json"] = _scrub(value.structure)
+            marker["json"] = _scrub(value.structure, depth + MARKER_DEPTH)
         return {REDACTED: marker}
     if isinstance(value, str):
-        return _redact(value) if value else value
+        return _redact(value, depth) if value else value
     if isinstance(value, bytes):
         return _marker_of_bytes(value)
     if isinstance(value, list):
-        return [_scrub(v) for v in value]
+        return None if depth >= MAX_DEPTH else [_scrub(v, depth + 1) for v in value]
     if isinstance(value, dict):
         if set(value) == {REDACTED}:
             return value  # redacted already (an intake log entry derived again)
-        return {k: v if k in KEPT_FIELDS and isinstance(v, str) else _scrub(v)
+        if depth >= MAX_DEPTH:
+            return None
+        return {k: v if k in KEPT_FIELDS and isinstance(v, str) else _scrub(v, depth + 1)
                 for k, v in value.items()}
+    if type(value) is int and value not in INT64:  # only a JSON text holds one
+        return str(value)
     return value
 
 
-def _redact(text: str) -> dict[str, Any]:
+def _redact(text: str, depth: int) -> dict[str, Any]:
     marker: dict[str, Any] = {"hash": content_hash(text), "chars": len(text)}
     structure = _json_structure(text)
     if structure is not None:
-        marker["json"] = _scrub(structure)
+        marker["json"] = _scrub(structure, depth + MARKER_DEPTH)
     return {REDACTED: marker}
 
 

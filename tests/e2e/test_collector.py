@@ -373,6 +373,36 @@ def test_without_text_a_negative_dropped_count_is_refused_per_span(tmp_path: Pat
     assert rows(db, "SELECT min(dropped_attributes_count) FROM spans") == [(0,)]
 
 
+def test_without_text_a_long_json_integer_and_a_deep_value_are_kept(tmp_path: Path) -> None:
+    """Under --no-text the export is logged redacted, as protobuf: a JSON text holding an
+    integer past 64 bits once had the whole batch answered 500 and lost, and a value nested
+    50 deep was logged past what a protobuf reader accepts (lost if the collector stopped
+    before deriving it)."""
+    deep: dict[str, Any] = {"stringValue": "words"}
+    for _ in range(50):
+        deep = {"kvlistValue": {"values": [kv("a", deep)]}}
+    docs = json.dumps([{"id": 10**30, "score": 0.5, "content": "secret words"}])
+    db = tmp_path / "no-text.duckdb"
+    proc = start_collector(db, tmp_path / "log", "--no-text")
+    try:
+        answer = httpx.post(proc.url + "/v1/traces", timeout=10, headers={"content-type": "application/json"},
+                            content=with_bad_span([kv("input.value", {"stringValue": docs}),
+                                                   kv("app.deep", deep)]))
+        assert answer.status_code == 200, answer.text
+        assert answer.json().get("partialSuccess", {}).get("rejectedSpans") in (None, "0")
+    finally:
+        proc.stop()
+    assert rows(db, "SELECT count(*) FROM requests") == [(1,)]
+    (stored,) = rows(db, "SELECT attributes FROM spans WHERE trace_id = ?", ["ab" * 16])
+    attributes = json.loads(stored[0])
+    assert attributes["input.value"]["$redacted"]["json"][0]["id"] == str(10**30)
+    assert "secret" not in stored[0]
+    levels, value = 0, attributes["app.deep"]
+    while isinstance(value, dict):
+        levels, value = levels + 1, value["a"]
+    assert value is None and levels == 20, (levels, value)  # redact.MAX_DEPTH
+
+
 def test_an_array_of_mixed_types_is_stored_with_the_spans_around_it(collector: Proc,
                                                                      db_path: Path) -> None:
     """OTLP has an array's values of one type, but an exporter may send ["a", 3]: such a
