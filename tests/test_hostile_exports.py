@@ -26,9 +26,11 @@ from midtrace.collector.intake.accept import redacted_export
 from midtrace.collector.intake.otlp import records_to_request, spans_of
 from midtrace.collector.normalize import genai, openinference, vercel_ai
 from midtrace.collector.receive.bodies import (
-    JSON, PROTOBUF, BadInput, check_spans, parse_logs, parse_outcomes, parse_trace_export)
+    JSON, PROTOBUF, REDACTED_PROTOBUF, BadInput, check_spans, parse_logs, parse_outcomes,
+    parse_trace_export)
 from midtrace.collector.storage.derive import prepare, spans_of_raw
 from midtrace.collector.storage.raw_export import RawExport
+from midtrace.collector.storage.redact import redact_span
 from midtrace.schemas.conventions import PREFIX
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -243,6 +245,49 @@ LOGS = {"resourceLogs": [{"resource": {"attributes": []}, "scopeLogs": [{
         "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]}]}]}]}
 OUTCOMES = {"outcomes": [{"trace_id": "0" * 31 + "1", "correct": True, "score": 0.5,
                           "decisive_chunk_ids": ["a"], "note": "n", "grader": "person"}]}
+
+
+EVENT_NAMES = ["gen_ai.user.message", "gen_ai.system.message", "gen_ai.assistant.message",
+               "gen_ai.tool.message", "gen_ai.choice", "gen_ai.client.inference.operation.details"]
+BODY_KEYS = ["content", "role", "tool_calls", "id", "message", "index", "finish_reason"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=2**32))
+@example(56)  # a body's doubleValue of 400 digits: a 500, not a 400 that says why
+def test_a_mutated_genai_event_is_refused_with_a_reason_or_derived_with_its_trace(seed: int) -> None:
+    """A GenAI event sent as a log record for a span of a sample trace: read or refused, and
+    what is read derives with the trace, as received and as logged (with and without text)."""
+    rng = random.Random(seed)
+    export = copy(rng.choice(EXPORTS))
+    trace = intake(json.dumps(export).encode(), JSON) or []
+    body = copy(LOGS)
+    record = body["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]
+    record["eventName"] = rng.choice(EVENT_NAMES)
+    if trace:
+        record["traceId"], record["spanId"] = trace[-1].trace_id, trace[-1].span_id
+    if rng.random() < 0.5:
+        record["body"] = {"kvlistValue": {"values": [
+            {"key": key, "value": copy(rng.choice(ANY))}
+            for key in rng.sample(BODY_KEYS, rng.randint(1, 4))]}}
+    for _ in range(rng.randint(0, 3)):
+        body = mutate(rng, body)
+    try:
+        read = parse_logs(json.dumps(body).encode(), JSON)
+    except BadInput:
+        return
+    events = check_spans([(s, None) for s in read.spans]).accepted
+    if not events:
+        return
+    for keep_text in (True, False):
+        kept = events if keep_text else [redact_span(s) for s in events]
+        logged = RawExport(records_to_request(kept).SerializeToString(),
+                           PROTOBUF if keep_text else REDACTED_PROTOBUF)
+        read_back = spans_of_raw(logged)
+        assert len(read_back) == len(events)
+        for spans in ([*trace, *events], [*trace, *read_back]):
+            prepared = prepare(spans, keep_text=keep_text)
+            assert not prepared.normalize_errors, prepared.normalize_errors
 
 
 @settings(max_examples=300, deadline=None)

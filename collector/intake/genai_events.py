@@ -75,6 +75,9 @@ def parse_logs_json(body: bytes) -> ExportLogsServiceRequest:
                     raise PayloadError(f"log record {key} {value!r} is not hex") from e
     try:
         return json_format.ParseDict(obj, ExportLogsServiceRequest(), ignore_unknown_fields=True)
+    except OverflowError:  # a doubleValue of hundreds of digits: float() of it overflows
+        raise PayloadError("not an OTLP/JSON logs export: a number is beyond a double's range"
+                           ) from None
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as e:
         raise PayloadError(f"not an OTLP/JSON logs export: {e}") from e
 

@@ -189,3 +189,10 @@ def test_other_log_records_are_acknowledged_and_dropped(collector: Proc) -> None
         {"resource": {}, "scopeLogs": True}]}, timeout=10)
     assert not_a_list.status_code == 400, not_a_list.text
     assert "scopeLogs" in not_a_list.json()["message"]
+    # a doubleValue of 400 digits was once a 500 (protobuf's JSON reader overflowed)
+    huge = json.dumps(body).replace('{"stringValue": "hi"}', '{"doubleValue": 1' + "0" * 400 + "}")
+    assert "0" * 400 in huge
+    overflow = httpx.post(collector.url + "/v1/logs", content=huge.encode(),
+                          headers={"Content-Type": "application/json"}, timeout=10)
+    assert overflow.status_code == 400, overflow.text
+    assert "beyond a double's range" in overflow.json()["message"]
