@@ -50,7 +50,7 @@ def _scalar(attrs: Mapping[str, Any], key: str) -> Any:
             raise InvalidAttributes(f"{key} is out of range: at most {c.MAX_INT}, got {value}")
         return value
     if kind == "double" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return None if value != value else float(value)  # NaN: missing, as in an array
     raise InvalidAttributes(f"{key} must be {kind}, got {_type_name(value)} {_short(value)}")
 
 
@@ -124,14 +124,33 @@ def _tuple(values: list[Any] | None) -> tuple[str, ...] | None:
     return None if values is None else tuple(v for v in values if v is not None)
 
 
+def utc_time(text: str) -> datetime:
+    """An RFC 3339 time (``2026-11-02T10:00:00Z``; no offset reads as UTC), in UTC.
+
+    ValueError saying why when it is none, or when it falls outside years 1-9999 once in
+    UTC (``9999-12-31T23:59:59-23:59``: Python's datetime, and so every store, ends there).
+    Outcome times, in span attributes and in ``/v1/outcomes``, and the query API's
+    ``since`` and ``until`` are read by this one function."""
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{_short(text)} is not an RFC 3339 time") from None
+    if t.tzinfo is None:
+        return t.replace(tzinfo=UTC)
+    try:
+        return t.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{_short(text)} is out of range: in UTC it falls outside years "
+                         "1-9999") from None
+
+
 def _parse_time(key: str, value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return utc_time(value)
     except ValueError as e:
-        raise InvalidAttributes(f"{key} must be an RFC 3339 time, got {_short(value)}") from e
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        raise InvalidAttributes(f"{key}: {e}") from None
 
 
 def _parse_date(key: str, i: int, value: str | None) -> date | None:

@@ -142,6 +142,9 @@ BAD_ATTRIBUTES = [
     ("repeated id not in prompt", {c.CHUNK_IDS: ["a", "a"], c.CHUNK_STAGES: ["retrieved", "retrieved"]},
      "appears twice"),
     ("bad outcome time", {c.OUTCOME_TIME: "yesterday"}, "RFC 3339"),
+    # once an OverflowError, and the whole export a 500: in UTC these fall outside years 1-9999
+    ("outcome time past year 9999", {c.OUTCOME_TIME: "9999-12-31T23:59:59-23:59"}, "out of range"),
+    ("outcome time before year 1", {c.OUTCOME_TIME: "0001-01-01T00:00:00+14:00"}, "out of range"),
 ]
 
 
@@ -163,6 +166,17 @@ def test_checking_without_decoding_refuses_the_same_attributes_with_the_same_mes
     with pytest.raises(InvalidAttributes) as checked:
         check_record(attrs)
     assert str(checked.value) == str(decoded.value)
+
+
+def test_a_nan_double_reads_as_missing_alone_as_in_an_array() -> None:
+    """A NaN latency or cost was once stored as NaN, and one such request made the sum of
+    its week's cost NaN."""
+    nan = float("nan")
+    record = decode_record({c.LATENCY_MS: nan, c.COST_USD: 0.25, c.CONFIDENCE: nan,
+                            c.OUTCOME_SCORE: nan, c.CHUNK_IDS: ["a"], c.CHUNK_RETRIEVAL_SCORES: [nan]})
+    assert (record.latency_ms, record.cost_usd, record.confidence) == (None, 0.25, None)
+    assert record.outcome is None and record.chunks[0].retrieval_score is None
+    assert decode_record({c.LATENCY_MS: float("inf")}).latency_ms == float("inf")
 
 
 def test_char_offsets_are_scaled_to_tokens_and_marked_estimated() -> None:

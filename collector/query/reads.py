@@ -30,6 +30,7 @@ from typing import Any, get_args
 from midtrace.collector.query.readers import Reader as Reader
 from midtrace.collector.query.readers import read_cursor as read_cursor
 from midtrace.collector.query.readers import reader
+from midtrace.schemas.decode import utc_time
 from midtrace.schemas.model import RequestKind
 from midtrace.sql import sqlfiles
 
@@ -58,16 +59,15 @@ class QueryError(ValueError):
 def parse_time(value: str) -> datetime:
     """RFC 3339 (``2026-11-02T10:00:00Z``) or ``YYYY-MM-DD`` (midnight), in UTC."""
     text = value.strip()
+    if len(text) == 10:
+        try:
+            return datetime.combine(date.fromisoformat(text), time(0), UTC)
+        except ValueError:
+            raise QueryError(f"{value!r} is not a time: use RFC 3339 or YYYY-MM-DD (UTC)") from None
     try:
-        if len(text) == 10:
-            parsed = datetime.combine(date.fromisoformat(text), time(0))
-        else:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-    except ValueError:
-        raise QueryError(f"{value!r} is not a time: use RFC 3339 or YYYY-MM-DD (UTC)") from None
-    except OverflowError:  # 9999-12-31T23:59:59-23:59 is past the last representable UTC time
-        raise QueryError(f"{value!r} is out of range: in UTC it falls after year 9999") from None
+        return utc_time(text)
+    except ValueError as e:  # not a time, or out of range (9999-12-31T23:59:59-23:59)
+        raise QueryError(f"{e}: use RFC 3339 or YYYY-MM-DD (UTC)") from None
 
 
 def _format_time(value: datetime) -> str:

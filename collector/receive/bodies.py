@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import zlib
 from collections.abc import Iterable
@@ -24,7 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from midtrace.collector.intake.genai_events import (
     LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
 from midtrace.schemas.conventions import MAX_INT
-from midtrace.schemas.decode import InvalidAttributes, check_record, decode_record, has_midtrace_attributes
+from midtrace.schemas.decode import (
+    InvalidAttributes, check_record, decode_record, has_midtrace_attributes, utc_time)
 from midtrace.schemas.model import GRADERS, Outcome
 from midtrace.collector.intake.otlp import (
     PayloadError, SpanRecord, json_double, json_spans, load_json, may_hold_lone_surrogates,
@@ -243,8 +245,8 @@ def outcome_from_json(item: Any) -> Outcome:
             ok = isinstance(value, kind)
         if not ok:
             raise ValueError(f"{key} must be {_kind_name(kind)}, got {type(value).__name__}")
-        if kind is float:
-            json_double(value, key)
+        if kind is float and not math.isfinite(json_double(value, key)):
+            raise ValueError(f"{key} must be a finite number, got {value}")  # JSON's NaN, Infinity
         if kind is list and not all(isinstance(v, str) for v in value):
             raise ValueError(f"{key} must be a list of strings")
     grader = item.get("grader")
@@ -253,10 +255,9 @@ def outcome_from_json(item: Any) -> Outcome:
     time = None
     if item.get("time") is not None:
         try:
-            time = datetime.fromisoformat(item["time"].replace("Z", "+00:00"))
+            time = utc_time(item["time"])
         except ValueError as e:
-            raise ValueError(f"time must be RFC 3339, got {item['time']!r}") from e
-        time = time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
+            raise ValueError(f"time: {e}") from None
 
     def strings(key: str) -> tuple[str, ...] | None:
         value = item.get(key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -260,6 +261,11 @@ BAD_INPUT = [
      "trace id must be 16 bytes", True),
     ("string where a number belongs", with_bad_span([kv("midtrace.prompt.tokens", {"stringValue": "12k"})]),
      "application/json", None, 200, "midtrace.prompt.tokens must be int", True),
+    # once a 500 for the whole export: in UTC this time falls past year 9999
+    ("outcome time past year 9999", with_bad_span([
+        kv("midtrace.outcome.correct", {"boolValue": True}),
+        kv("midtrace.outcome.time", {"stringValue": "9999-12-31T23:59:59-23:59"})]),
+     "application/json", None, 200, "midtrace.outcome.time: '9999-12-31T23:59:59-23:59' is out of range", True),
     ("negative token offsets", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(-3, 5)),
                                               kv("midtrace.chunk.token_ends", ints(5, 9))]),
      "application/json", None, 200, "must not be negative", True),
@@ -461,13 +467,18 @@ def test_large_and_strange_text_is_stored_exactly(collector: Proc, db_path: Path
     ({"trace_id": "ab" * 16, "grade": "A"}, "unknown field(s) grade"),
     ({"trace_id": "not-hex"}, "trace_id must be 32 hex"),
     ({"trace_id": "ab" * 16, "correct": "yes"}, "correct must be true or false"),
-    ({"trace_id": "ab" * 16, "time": "last week"}, "time must be RFC 3339"),
+    ({"trace_id": "ab" * 16, "time": "last week"}, "time: 'last week' is not an RFC 3339 time"),
+    # once a 500: in UTC this time falls past year 9999
+    ({"trace_id": "ab" * 16, "time": "9999-12-31T23:59:59-23:59"}, "is out of range: in UTC"),
     ({"trace_id": "ab" * 16, "score": 10**400}, "score 10000000000000000000... is beyond"),
+    ({"trace_id": "ab" * 16, "score": math.nan}, "score must be a finite number, got nan"),
+    ({"trace_id": "ab" * 16, "score": -math.inf}, "score must be a finite number, got -inf"),
 ])
 def test_bad_outcomes_are_refused_by_index_and_the_rest_kept(collector: Proc, db_path: Path,
                                                              item: dict[str, Any], error: str) -> None:
     good = {"trace_id": "cd" * 16, "correct": True}
-    answer = httpx.post(collector.url + "/v1/outcomes", json={"outcomes": [good, item]})
+    answer = httpx.post(collector.url + "/v1/outcomes", content=json.dumps({"outcomes": [good, item]}),
+                        headers={"content-type": "application/json"})  # json.dumps writes NaN
     assert answer.status_code == 200
     body = answer.json()
     assert body["accepted"] == 1 and body["rejected"] == 1
