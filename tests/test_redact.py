@@ -3,6 +3,7 @@ make of a trace read back without its text: the same chunk ids, sources and temp
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -49,7 +50,7 @@ def test_ids_labels_and_numbers_are_kept_and_any_other_string_is_not() -> None:
         assert scrub(key, "some words") == redacted("some words"), key
     assert scrub(c.OUTCOME_REQUIRED_CONSTRAINTS, ["x", ""]) == [redacted("x"), ""]
     assert scrub("app.blob", b"\x00words") == {REDACTED: {
-        "hash": "sha256:" + hashlib.sha256(b"\x00words").hexdigest(), "chars": 6}}
+        "hash": "sha256:" + hashlib.sha256(b"\x00words").hexdigest(), "chars": 6, "bytes": True}}
 
 
 def test_a_json_text_keeps_its_ids_and_numbers_and_loses_its_strings() -> None:
@@ -118,6 +119,18 @@ def test_a_value_nested_past_the_bound_is_cut_and_reads_back(
             assert isinstance(walked, (dict, RedactedText)), (depth, walked)
         else:
             assert walked is None and levels == MAX_DEPTH, (depth, levels)
+
+
+def test_bytes_read_back_are_still_bytes_and_keep_their_marker() -> None:
+    """Bytes under an attribute whose strings are kept (``openinference.span.kind``) were
+    read back as a text, so a trace derived in hand and again from the intake log differed."""
+    marker = scrub("openinference.span.kind", b"\x00\x01\x02")
+    assert marker[REDACTED]["bytes"] is True and marker[REDACTED]["chars"] == 3
+    (span,) = spans_of_raw(redacted_export([dataclasses.replace(
+        span_with("x"), attributes={"openinference.span.kind": b"\x00\x01\x02"})]))
+    back = span.attributes["openinference.span.kind"]
+    assert isinstance(back, bytes) and not isinstance(back, str)
+    assert scrub("openinference.span.kind", back) == marker  # derived again: the same marker
 
 
 def sdk_trace(build: Callable[[Tracer, Markers, Sent], None]) -> tuple[list[SpanRecord], Markers]:

@@ -6,7 +6,8 @@ The rule is an allow-list, so an attribute no convention has named yet is covere
 - a string is kept only under an attribute listed here as holding an identifier or a label
   (``KEPT``, ``KEPT_INDEXED``); every other string, and every bytes value, is replaced by
   ``{"$redacted": {"hash": "sha256:...", "chars": N}}``: the documented content hash of
-  the text (schemas/chunk_hash.py) and its length;
+  the text (schemas/chunk_hash.py) and its length (a bytes value's sha256 and its number
+  of bytes, marked ``"bytes": true``);
 - a string that is a JSON object or array (OpenInference's document metadata, GenAI's
   ``gen_ai.retrieval.documents`` and messages), and a structured value, is kept as its
   structure under the same rule one level down: field names and numbers as sent, strings
@@ -89,6 +90,21 @@ KEPT_INDEXED = re.compile(
 KEPT_FIELDS = frozenset({"id", "role", "type", "finish_reason", "mime_type", *SOURCE_KEYS})
 
 
+class RedactedBytes(bytes):
+    """A bytes value ``--no-text`` did not keep, read back (spanstore.resolve): empty, with
+    the hash and length of what it was. Bytes, not a RedactedText, so that a normalizer
+    reads it as it read the bytes in hand: a string attribute that held bytes stays no string."""
+
+    content_hash: str
+    size: int
+
+    def __new__(cls, content_hash: str, size: int) -> RedactedBytes:
+        self = super().__new__(cls, b"")
+        self.content_hash = content_hash
+        self.size = size
+        return self
+
+
 def redact_span(span: SpanRecord) -> SpanRecord:
     """The span with every attribute as ``--no-text`` stores it (for the intake log)."""
     return dataclasses.replace(span, attributes={k: scrub(k, v) for k, v in span.attributes.items()})
@@ -123,6 +139,8 @@ def _scrub(value: Any, depth: int) -> Any:
         return {REDACTED: marker}
     if isinstance(value, str):
         return _redact(value, depth) if value else value
+    if isinstance(value, RedactedBytes):
+        return {REDACTED: {"hash": value.content_hash, "chars": value.size, "bytes": True}}
     if isinstance(value, bytes):
         return _marker_of_bytes(value)
     if isinstance(value, list):
@@ -158,4 +176,5 @@ def _json_structure(text: str) -> list[Any] | dict[str, Any] | None:
 
 
 def _marker_of_bytes(value: bytes) -> dict[str, Any]:
-    return {REDACTED: {"hash": "sha256:" + hashlib.sha256(value).hexdigest(), "chars": len(value)}}
+    return {REDACTED: {"hash": "sha256:" + hashlib.sha256(value).hexdigest(), "chars": len(value),
+                       "bytes": True}}

@@ -13,7 +13,8 @@ Stored markers (a JSON object with one of these keys, in place of a string):
 - ``{"$ref": "<sha256 hex>"}``: the whole string, from ``texts``;
 - ``{"$skel": [piece, ...]}``: pieces joined in order; a piece is a string or a ``$ref``;
 - ``{"$redacted": {"hash": "sha256:...", "chars": N}}``: a text dropped by ``--no-text``
-  (with ``"json"``: what was kept of a JSON text's structure, see redact.py).
+  (with ``"json"``: what was kept of a JSON text's structure, see redact.py; with
+  ``"bytes": true``: a bytes value, N its length in bytes).
 
 Rows written before migration 003 have ``text_refs`` NULL and plain JSON; they are read as
 they are, markers are only resolved in rows that have ``text_refs``.
@@ -30,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from midtrace.collector.intake.otlp import SpanRecord
-from midtrace.collector.storage.redact import REDACTED, scrub
+from midtrace.collector.storage.redact import REDACTED, RedactedBytes, scrub
 from midtrace.collector.storage.rows import SPANS, dumps
 from midtrace.collector.storage.text_hashes import TextHashes
 from midtrace.schemas.chunk_hash import RedactedText
@@ -220,6 +221,8 @@ def resolve(value: Any, texts: Mapping[str, str]) -> Any:
                 return "".join(p if isinstance(p, str) else texts[p[REF]] for p in value[SKELETON])
             if REDACTED in value:
                 r = value[REDACTED]
+                if r.get("bytes"):
+                    return RedactedBytes(r["hash"], r["chars"])
                 return RedactedText(r["hash"], r["chars"], resolve(r.get("json"), texts))
         return {k: resolve(v, texts) for k, v in value.items()}
     if isinstance(value, list):
