@@ -163,7 +163,8 @@ OUTCOME_ATTRS: tuple[Attr, ...] = (
          "Those of the required constraints the answer mentioned.", text=True),
     Attr(OUTCOME_REVIEWER, "string", "Who graded."),
     Attr(OUTCOME_NOTE, "string", "A note on the grade.", text=True),
-    Attr(OUTCOME_TIME, "string", "When the grade was given, RFC 3339 (no offset: UTC); in UTC within years 1-9999."),
+    Attr(OUTCOME_TIME, "string",
+         "When the grade was given, RFC 3339 (no offset: UTC); in UTC within years 1-9999."),
 )
 
 ALL_ATTRS: tuple[Attr, ...] = REQUEST_ATTRS + CHUNK_ATTRS + OUTCOME_ATTRS
