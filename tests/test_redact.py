@@ -116,7 +116,8 @@ def test_a_value_nested_past_the_bound_is_cut_and_reads_back(
             walked = walked["a"] if isinstance(walked, dict) else walked[0]
             levels += 1
         if depth + (MARKER_DEPTH if as_text else 0) <= MAX_DEPTH:  # all of it kept
-            assert isinstance(walked, (dict, RedactedText)), (depth, walked)
+            assert isinstance(walked, RedactedText), (depth, walked)  # the leaf's marker
+            assert levels == depth + (MARKER_DEPTH if as_text else 0), (depth, levels)
         else:
             assert walked is None and levels == MAX_DEPTH, (depth, levels)
 
