@@ -14,9 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-from midtrace.collector.intake.otlp import records_to_request, spans_of
+from midtrace.collector.intake.otlp import ProtobufExport, records_to_request, spans_of
 from midtrace.collector.receive.bodies import (
     PROTOBUF, REDACTED_PROTOBUF, BadInput, SpanCheck, SpanPairs, check_spans)
 from midtrace.collector.receive.forward import Batch, Forwarder
@@ -77,7 +75,7 @@ class Intake:
         """Whether an export arrived in the last BUSY_SECONDS."""
         return time.monotonic() - self._last_export_at < BUSY_SECONDS
 
-    async def export(self, export: ExportTraceServiceRequest | SpanPairs, batch: Batch) -> SpanCheck:
+    async def export(self, export: ProtobufExport | SpanPairs, batch: Batch) -> SpanCheck:
         """Log the export's good spans durably; returns what was accepted and refused.
 
         Raises QueueFull (answer 503 / UNAVAILABLE) before anything is stored, and the
@@ -90,7 +88,7 @@ class Intake:
         # them decodes midtrace's attributes itself, so intake keeps no records for it.
         self._last_export_at = time.monotonic()
         workers = self.appender.derives_raw
-        raw_only = self.keep_text and workers and isinstance(export, ExportTraceServiceRequest)
+        raw_only = self.keep_text and workers and isinstance(export, ProtobufExport)
         check = check_spans(spans_of(export, PREFIX) if raw_only else export,
                             keep_records=not workers)
         c = self.counters

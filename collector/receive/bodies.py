@@ -19,8 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest, ExportTraceServiceResponse)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from midtrace.collector.intake.genai_events import (
     LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
@@ -29,8 +28,8 @@ from midtrace.schemas.decode import (
     InvalidAttributes, check_record, decode_record, has_midtrace_attributes, utc_time)
 from midtrace.schemas.model import GRADERS, Outcome
 from midtrace.collector.intake.otlp import (
-    PayloadError, SpanRecord, json_double, json_spans, load_json, may_hold_lone_surrogates,
-    parse_protobuf, spans_of)
+    PayloadError, ProtobufExport, SpanRecord, json_double, json_spans, load_json,
+    may_hold_lone_surrogates, parse_protobuf, spans_of)
 
 SpanPairs = list[tuple[SpanRecord | None, str | None]]
 
@@ -99,7 +98,7 @@ def parse_logs(body: bytes, content_type: str | None) -> LogsRead:
     raise BadInput(415, f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}")
 
 
-def parse_trace_export(body: bytes, content_type: str | None) -> ExportTraceServiceRequest | SpanPairs:
+def parse_trace_export(body: bytes, content_type: str | None) -> ProtobufExport | SpanPairs:
     """Like ``parse_traces``, but a protobuf body stays a message: its spans are read by
     whoever takes it (Intake.export reads only what its checks need)."""
     if media_type(content_type) == PROTOBUF:
@@ -142,7 +141,7 @@ def logs_answer(check: SpanCheck) -> ExportLogsServiceResponse:
     return response
 
 
-def check_spans(spans: ExportTraceServiceRequest | SpanPairs | Iterable[tuple[SpanRecord | None, str | None]],
+def check_spans(spans: ProtobufExport | SpanPairs | Iterable[tuple[SpanRecord | None, str | None]],
                 keep_records: bool = True) -> SpanCheck:
     """Split an export's spans into the valid ones and messages for the refused ones.
 
@@ -150,7 +149,7 @@ def check_spans(spans: ExportTraceServiceRequest | SpanPairs | Iterable[tuple[Sp
     normalizer does not decode them again; ``keep_records=False`` only checks them, for spans
     that a derive worker decodes again in its own process (nothing is built here)."""
     check = SpanCheck()
-    pairs = spans_of(spans) if isinstance(spans, ExportTraceServiceRequest) else spans
+    pairs = spans_of(spans) if isinstance(spans, ProtobufExport) else spans
     for span, error in pairs:
         if span is None:
             check.rejected.append(error or "unreadable span")

@@ -1,0 +1,3 @@
+from typing import Any
+
+def spans(body: bytes | bytearray | memoryview, prefix: str | None = None, /) -> list[Any] | None: ...
