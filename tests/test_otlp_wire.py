@@ -56,7 +56,7 @@ def same_both_ways(body: bytes) -> bool:
     """Both readers agree on ``body`` (with and without a prefix); whether the bytes were
     read by the wire reader (True) or left to the message (False)."""
     parsed = parse_protobuf(body)
-    for prefix in (None, PREFIX):
+    for prefix in (None, PREFIX, ""):
         assert read(parsed, prefix) == read(parsed.message, prefix)
     return _otlp_wire.spans(body, None) is not None
 

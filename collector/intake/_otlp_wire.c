@@ -440,6 +440,7 @@ static PyObject *spans(PyObject *Py_UNUSED(module), PyObject *args) {
             PyBuffer_Release(&body);
             return NULL;
         }
+        if (want.prefix_len == 0) want.prefix = NULL;  /* every key starts with "" */
     }
     PyObject *resources = PyList_New(0);
     int r = resources == NULL ? FAIL : OK;

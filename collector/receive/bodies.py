@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
 
 from midtrace.collector.intake.genai_events import (
     LogsRead, event_spans, parse_logs_json, parse_logs_protobuf)
@@ -141,7 +142,8 @@ def logs_answer(check: SpanCheck) -> ExportLogsServiceResponse:
     return response
 
 
-def check_spans(spans: ProtobufExport | SpanPairs | Iterable[tuple[SpanRecord | None, str | None]],
+def check_spans(spans: ProtobufExport | ExportTraceServiceRequest | SpanPairs
+                | Iterable[tuple[SpanRecord | None, str | None]],
                 keep_records: bool = True) -> SpanCheck:
     """Split an export's spans into the valid ones and messages for the refused ones.
 
@@ -149,7 +151,8 @@ def check_spans(spans: ProtobufExport | SpanPairs | Iterable[tuple[SpanRecord | 
     normalizer does not decode them again; ``keep_records=False`` only checks them, for spans
     that a derive worker decodes again in its own process (nothing is built here)."""
     check = SpanCheck()
-    pairs = spans_of(spans) if isinstance(spans, ProtobufExport) else spans
+    pairs = (spans_of(spans) if isinstance(spans, (ProtobufExport, ExportTraceServiceRequest))
+             else spans)
     for span, error in pairs:
         if span is None:
             check.rejected.append(error or "unreadable span")
