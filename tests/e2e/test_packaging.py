@@ -145,6 +145,8 @@ def test_the_wheels_install_only_names_under_midtrace_and_carry_their_data(tmp_p
             "midtrace/sql/views/31_accuracy_by_band.sql",
             "midtrace/sql/migrations/001_core.sql"} <= main
     assert any(f.startswith("midtrace/sample_traces/") and f.endswith(".jsonl.gz") for f in main)
+    # the OTLP reader in C, compiled by the build (collector/intake/_otlp_wire.c)
+    assert any(re.fullmatch(r"midtrace/collector/intake/_otlp_wire\..*\.so", f) for f in main)
     assert {"midtrace/schemas/encode.py", "midtrace/schemas/packing.py",
             "midtrace/schemas/py.typed"} <= sdk
     assert not any("/sql/" in f or f.endswith(".sql") for f in sdk)  # the store's, not the app's
