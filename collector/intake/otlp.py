@@ -1,4 +1,5 @@
-"""OTLP trace payloads <-> flat span records. The only module that touches protobuf.
+"""OTLP trace payloads <-> flat span records. The only module that touches protobuf (with
+_otlp_wire.c, which reads an export's spans from its bytes for ``spans_of``).
 
 OTLP/JSON differs from protobuf's canonical JSON mapping in one way that matters here
 (OTLP spec, "JSON Protobuf Encoding"): trace and span ids are hex strings, not base64.
@@ -31,6 +32,7 @@ except ImportError:  # pragma: no cover - every export is then read through its 
     logging.getLogger(__name__).warning(
         "midtrace was installed without its compiled OTLP reader (no C compiler?): protobuf "
         "exports are read through protobuf's message, at about three times the CPU")
+
 
 class PayloadError(ValueError):
     """The payload as a whole cannot be read (not protobuf, not OTLP JSON)."""
@@ -203,7 +205,7 @@ def spans_of(request: ExportTraceServiceRequest | ProtobufExport, prefix: str | 
     An export parsed from bytes (``parse_protobuf``) is read from those bytes by
     ``_otlp_wire`` unless it holds something that reader leaves to the message.
     """
-    wire = None
+    wire: _Wire | None = None
     if isinstance(request, ProtobufExport):
         if _otlp_wire is not None:
             wire = _otlp_wire.spans(request.body, prefix)

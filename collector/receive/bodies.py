@@ -100,8 +100,9 @@ def parse_logs(body: bytes, content_type: str | None) -> LogsRead:
 
 
 def parse_trace_export(body: bytes, content_type: str | None) -> ProtobufExport | SpanPairs:
-    """Like ``parse_traces``, but a protobuf body stays a message: its spans are read by
-    whoever takes it (Intake.export reads only what its checks need)."""
+    """Like ``parse_traces``, but a protobuf body stays unread (its bytes and the message
+    parsed from them): its spans are read by whoever takes it (Intake.export reads only what
+    its checks need)."""
     if media_type(content_type) == PROTOBUF:
         try:
             return parse_protobuf(body)
