@@ -33,6 +33,9 @@ except ImportError:  # pragma: no cover - every export is then read through its 
         "midtrace was installed without its compiled OTLP reader (no C compiler?): protobuf "
         "exports are read through protobuf's message, at about three times the CPU")
 
+# How protobuf exports are read, as /healthz says it: "compiled" (_otlp_wire) or "message".
+PROTOBUF_READER = "message" if _otlp_wire is None else "compiled"
+
 
 class PayloadError(ValueError):
     """The payload as a whole cannot be read (not protobuf, not OTLP JSON)."""

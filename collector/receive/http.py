@@ -34,6 +34,7 @@ from midtrace.collector.query.api import query_routes
 from midtrace.collector.receive.auth import BearerToken
 from midtrace.collector.receive.forward import Batch, Forwarder
 from midtrace.collector.intake.accept import Intake, recover
+from midtrace.collector.intake.otlp import PROTOBUF_READER
 from midtrace.collector.receive.bodies import (
     JSON, PROTOBUF, BadInput, decompress, media_type, parse_outcomes, parse_logs, parse_trace_export, SpanCheck, logs_answer,
     traces_answer)
@@ -210,6 +211,7 @@ def create_app(writer: Writer, settings: CollectorSettings, intake: Intake | Non
             "token_required": settings.token is not None,
             "memory_limit_bytes": settings.memory_limit,
             "store_reopens": appender.reopens,
+            "protobuf_reader": PROTOBUF_READER,
             **intake.health(),
         }, status_code=200 if ready else 503)
 

@@ -66,6 +66,8 @@ def test_every_field_of_a_request_survives(collector: Proc, db_path: Path) -> No
     sender = Sender(collector.url, service="support-bot")
     trace_id = sender.send(FULL)
     sender.close()
+    # the export was read by the C reader built at install (collector/intake/_otlp_wire.c)
+    assert httpx.get(collector.url + "/healthz", timeout=5).json()["protobuf_reader"] == "compiled"
     collector.stop()
     (req,) = rows(db_path, "SELECT * EXCLUDE (request_id, time) FROM requests")
     assert req == (
