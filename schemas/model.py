@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal, get_args
 
+from midtrace.schemas.frozen import stored_at_once
+
 Stage = Literal["retrieved", "reranked", "in_prompt", "dropped"]
 DropReason = Literal["budget", "dedupe", "filter", "diversity"]
 Label = Literal[
@@ -34,6 +36,7 @@ GRADERS: tuple[str, ...] = get_args(Grader)
 DECISIVE_LABELS: tuple[str, ...] = ("direct_answer", "exception_constraint")
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Chunk:
     """One retrieved (or considered) chunk of one request."""
@@ -55,6 +58,7 @@ class Chunk:
     text: str | None = None
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Placement:
     """One occurrence of a chunk in the final prompt, in prompt order (``prompt_index`` 0-based).
@@ -74,6 +78,7 @@ class Placement:
 SECTION_KINDS = ("instructions", "history", "question", "format")
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class PromptSection:
     """A stretch of the final prompt that is not a chunk: the instructions (system message or
@@ -87,6 +92,7 @@ class PromptSection:
     char_end: int | None = None
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Outcome:
     """A grade for one request, from a grader, a human, or the app itself.
@@ -107,6 +113,7 @@ class Outcome:
     grader: Grader | None = None  # None: a person (docs/grading.md, "Precedence")
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class RagRecord:
     """What a RAG app knows about one answered question."""
@@ -137,6 +144,7 @@ class RagRecord:
     prompt_sections: tuple[PromptSection, ...] | None = None
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class RagRequest:
     """A decoded request: the app's record plus what the trace itself says."""

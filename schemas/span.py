@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from midtrace.schemas.frozen import stored_at_once
+
 AttrValue = Any  # str | bool | int | float | bytes | list | dict | None
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class SpanRecord:
     """One span, flattened: ids as lower-case hex, attributes as Python values."""

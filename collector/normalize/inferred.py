@@ -30,6 +30,7 @@ from midtrace.collector.normalize.sections import message_spans, prompt_sections
 from midtrace.collector.normalize.locate import Found, locate, normalize_key, prompt_labels, resolve_citations
 from midtrace.schemas.chunk_hash import RedactedText, content_hash
 from midtrace.schemas.decode import estimate_tokens
+from midtrace.schemas.frozen import stored_at_once
 from midtrace.schemas.model import Chunk, Convention, Placement, RagRecord, RagRequest, Stage
 from midtrace.schemas.span import SpanRecord
 
@@ -50,6 +51,7 @@ NO_LLM_WARNING = (
     "answer, no prompt and no chunk dropped")
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Document:
     """A document as a retriever or reranker reported it."""
@@ -67,6 +69,7 @@ class Document:
         return content_hash(self.text) if self.text is not None else None
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Ranking:
     """The documents one retriever or reranker span returned, as ``(rank, document)``.
@@ -83,6 +86,7 @@ class Ranking:
     from_tool: bool = False
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class LlmCall:
     """One LLM span: its whole prompt as one string (None when not recorded) and answer."""
@@ -99,6 +103,7 @@ class LlmCall:
     messages: tuple[tuple[str | None, int], ...] = ()
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Observation:
     """Everything a normalizer read from one trace."""

@@ -48,6 +48,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from midtrace.schemas.frozen import stored_at_once
+
 MIN_PREFIX_CHARS = 64
 # How far before a document the prompt's label for it is looked for.
 LABEL_WINDOW_CHARS = 200
@@ -101,6 +103,7 @@ class InvalidCitationPattern(ValueError):
 
 # --- folding: whitespace-collapsed text with a map back to original offsets -----------------
 
+@stored_at_once
 @dataclass(frozen=True)
 class _Collapsed:
     """``text`` with each whitespace run collapsed to one space. Only runs of two or more
@@ -119,6 +122,7 @@ class _Collapsed:
         return self.original_start(i)
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class _Folded:
     """``text`` with each whitespace run collapsed to one space and each character cluster
@@ -252,6 +256,7 @@ def _folded_document(text: str) -> str:
 
 # --- locating ----------------------------------------------------------------------------
 
+@stored_at_once
 @dataclass(frozen=True)
 class Found:
     """One occurrence of document ``doc`` (its index in the texts given) in the prompt.
@@ -596,6 +601,7 @@ def prompt_labels(prompt: str, spans: Sequence[tuple[int, int]],
     return labels
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class Citations:
     """What an answer cites: chunk ids in order of first citation, and unmatched keys."""
