@@ -26,25 +26,27 @@ def stored_at_once(cls: type[T]) -> type[T]:
     fields = dataclasses.fields(cls)
     own_init = cls.__init__  # type: ignore[misc]
     if (hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__
-            or any(not f.init or f.kw_only for f in fields)
+            or any(not f.init or f.kw_only or f.name.startswith("__stored_") for f in fields)
             or own_init.__code__.co_varnames[1:own_init.__code__.co_argcount]
             != tuple(f.name for f in fields)):
         raise TypeError(f"{cls.__name__}: stored_at_once covers positional fields alone")
-    namespace: dict[str, Any] = {"_set": object.__setattr__, "_factory": object()}
+    # the helpers' names start with __stored_ (a field named so is refused above)
+    namespace: dict[str, Any] = {"__stored_set": object.__setattr__, "__stored_factory": object()}
     params, first = [], []
     for f in fields:
         if f.default is not dataclasses.MISSING:
-            namespace[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
+            namespace[f"__stored_default_{f.name}"] = f.default
+            params.append(f"{f.name}=__stored_default_{f.name}")
         elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_make_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=_factory")
-            first.append(f"    if {f.name} is _factory:\n        {f.name} = _make_{f.name}()\n")
+            namespace[f"__stored_make_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=__stored_factory")
+            first.append(f"    if {f.name} is __stored_factory:\n"
+                         f"        {f.name} = __stored_make_{f.name}()\n")
         else:
             params.append(f.name)
     stored = ", ".join(f"{f.name!r}: {f.name}" for f in fields)
     source = (f"def __init__(self, {', '.join(params)}):\n" + "".join(first)
-              + f"    _set(self, '__dict__', {{{stored}}})\n")
+              + f"    __stored_set(self, '__dict__', {{{stored}}})\n")
     exec(source, namespace)  # as dataclasses makes the __init__ it replaces
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
