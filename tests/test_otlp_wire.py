@@ -1,8 +1,9 @@
 """An export's spans read from its protobuf bytes (collector/intake/_otlp_wire.c) are exactly
 the spans read through the protobuf message (``spans_of`` on an ExportTraceServiceRequest),
 value for value and type for type; and where the bytes hold what that reader leaves to the
-message (a singular message sent twice, which protobuf merges; a oneof sent twice; a field
-it does not know), it says so and the message is read instead, with the same result."""
+message (a singular message sent twice, which protobuf merges; a oneof sent twice; a string
+table index; a number outside its type), it says so and the message is read instead, with the
+same result."""
 
 from __future__ import annotations
 

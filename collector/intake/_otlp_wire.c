@@ -1,10 +1,11 @@
 /* An OTLP trace export's spans read straight from its protobuf bytes (collector/intake/otlp.py,
  * "spans_of"): the same values the protobuf message's accessors give, built without a Python
  * object per AnyValue. Only ever given bytes that protobuf's own parser has accepted, so the
- * wire is known to be well formed (lengths, varints, UTF-8, nesting). Anything it does not
- * read the way the message would (a field it does not know, a singular message sent twice,
- * which protobuf merges, a number outside its type) makes it answer None, and the caller
- * reads the message instead: it is a fast path, never a second definition.
+ * wire is known to be well formed (lengths, varints, UTF-8, nesting). A field the caller never
+ * reads is skipped, as the message's reader ignores it. Anything it does not read the way the
+ * message would (a singular message sent twice, which protobuf merges; a oneof sent twice; an
+ * AnyValue's string_value_strindex; a number outside its type) makes it answer None, and the
+ * caller reads the message instead: it is a fast path, never a second definition.
  *
  * spans(body: bytes, prefix: str | None) -> list | None
  *   [(resource_attributes, [(scope_name, [span, ...]), ...]), ...]
