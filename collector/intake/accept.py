@@ -95,7 +95,8 @@ class Intake:
         c.exports += 1
         c.spans_refused += len(check.rejected)
         if check.accepted:
-            raw = (RawExport(batch.body, batch.content_type, batch.content_encoding)
+            raw = (RawExport(batch.body, batch.content_type, batch.content_encoding,
+                             checked=not check.rejected)
                    if self.keep_text else redacted_export(check.accepted))
             fut = await self._admit(raw, () if raw_only else check.accepted, len(check.accepted))
             await asyncio.wrap_future(fut)

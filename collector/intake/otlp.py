@@ -213,7 +213,21 @@ def spans_of(request: ExportTraceServiceRequest | ProtobufExport, prefix: str | 
         if _otlp_wire is not None:
             wire = _otlp_wire.spans(request.body, prefix)
         request = request.message
-    for resource, scopes in wire if wire is not None else _read_message(request, prefix):
+    return _records(wire if wire is not None else _read_message(request, prefix))
+
+
+def spans_of_parsed_before(body: bytes) -> Iterator[tuple[SpanRecord | None, str | None]]:
+    """``spans_of(parse_protobuf(body))`` for a body ``parse_protobuf`` has accepted before
+    (intake's, on its way to a derive worker): read from the bytes without parsing them
+    again, unless the compiled reader leaves them to the message."""
+    if _otlp_wire is not None and (wire := _otlp_wire.spans(body, None)) is not None:
+        return _records(wire)
+    return spans_of(parse_protobuf(body))
+
+
+def _records(wire: Iterable[tuple[dict[str, AttrValue], list[tuple[str | None, list[_WireSpan]]]]],
+             ) -> Iterator[tuple[SpanRecord | None, str | None]]:
+    for resource, scopes in wire:
         for scope, spans in scopes:
             for trace_id, span_id, parent, name, kind, start, end, attributes, status, dropped, \
                     events in spans:

@@ -177,6 +177,20 @@ def check_spans(spans: ProtobufExport | ExportTraceServiceRequest | SpanPairs
     return check
 
 
+def accepted_before(pairs: Iterable[tuple[SpanRecord | None, str | None]]) -> list[SpanRecord]:
+    """What ``check_spans`` accepts of an export it has accepted whole before (intake's
+    check, on the export's way to a derive worker), without checking the spans again: every
+    span, with the same clamp of its dropped attributes count. A span that cannot be read
+    (which that check would have refused) means the export is not the one checked: it is
+    checked again."""
+    pairs = list(pairs)
+    if any(span is None for span, _ in pairs):
+        return check_spans(pairs).accepted
+    return [span if span.dropped_attributes_count <= MAX_INT  # type: ignore[union-attr]
+            else dataclasses.replace(span, dropped_attributes_count=MAX_INT)
+            for span, _ in pairs]
+
+
 def _out_of_range(span: SpanRecord) -> str | None:
     """Why a span's numbers cannot be stored (BIGINT times, INTEGER codes and counts), or
     encoded again as OTLP protobuf (``--no-text``, forwarding), or None."""

@@ -36,11 +36,17 @@ def _zstd() -> pa.Codec:
 @dataclass(frozen=True)
 class RawExport:
     """One export as received: its body (still gzipped if it came so, zstd-compressed by
-    ``compact`` if it came uncompressed) and how to read it."""
+    ``compact`` if it came uncompressed) and how to read it.
+
+    ``checked``: intake's checks read this very body and refused none of its spans, so a
+    worker takes them all without checking them again. Only in memory, on the way from
+    intake to a worker: an entry read back from the intake log (after a crash) is checked
+    again."""
 
     body: bytes
     content_type: str
     content_encoding: str | None = None
+    checked: bool = False
 
     @property
     def size(self) -> int:
@@ -59,7 +65,7 @@ def compact(export: RawExport) -> RawExport:
         return export
     packed = _zstd().compress(export.body, asbytes=True)
     return RawExport(len(export.body).to_bytes(_SIZE_BYTES, "little") + packed,
-                     export.content_type, STORED_ZSTD)
+                     export.content_type, STORED_ZSTD, export.checked)
 
 
 def as_received(export: RawExport) -> RawExport:
@@ -68,4 +74,4 @@ def as_received(export: RawExport) -> RawExport:
         return export
     body = _zstd().decompress(memoryview(export.body)[_SIZE_BYTES:], decompressed_size=export.size,
                               asbytes=True)
-    return RawExport(body, export.content_type, None)
+    return RawExport(body, export.content_type, None, export.checked)

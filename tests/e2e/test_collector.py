@@ -283,6 +283,9 @@ BAD_INPUT = [
      "application/json", None, 200, "dropped attributes count -1 is out of range", True),
     ("protobuf start time past 2^63", "big-time-proto", "application/x-protobuf", None, 200,
      "out of range", True),
+    # derived by a worker from the export's bytes: what intake refused must stay refused there
+    ("protobuf string where a number belongs", "contract-proto", "application/x-protobuf", None,
+     200, "midtrace.prompt.tokens must be int", True),
     ("token offset of 2^40", with_bad_span([IDS, kv("midtrace.chunk.token_starts", ints(0, 2**40)),
                                             kv("midtrace.chunk.token_ends", ints(5, 2**40 + 5))]),
      "application/json", None, 200, "midtrace.chunk.token_starts[1] is out of range", True),
@@ -335,6 +338,14 @@ def test_bad_input_is_refused_clearly_and_loses_nothing_else(collector: Proc, db
         bad.trace_id = bytes.fromhex("ef" * 16)
         bad.start_time_unix_nano = 2**63 + 1
         body = export.SerializeToString()
+    elif body == "contract-proto":
+        export = otlp.encode_sdk_spans(finished_spans(GOOD))
+        bad = export.resource_spans[0].scope_spans[0].spans.add()
+        bad.CopyFrom(export.resource_spans[0].scope_spans[0].spans[0])
+        bad.trace_id = bytes.fromhex("ef" * 16)
+        tokens = bad.attributes.add()
+        tokens.key, tokens.value.string_value = "midtrace.prompt.tokens", "12k"
+        body = export.SerializeToString()
     elif isinstance(body, str):
         body = body_with_trace_id(body)
     headers = {"content-type": content_type}
@@ -359,6 +370,7 @@ def test_bad_input_is_refused_clearly_and_loses_nothing_else(collector: Proc, db
     questions = rows(db_path, "SELECT trace_id FROM requests")
     assert (after,) in questions
     assert len(questions) == (2 if kept else 1)
+    assert rows(db_path, "SELECT count(*) FROM spans WHERE trace_id = ?", ["ef" * 16]) == [(0,)]
 
 
 def test_without_text_a_negative_dropped_count_is_refused_per_span(tmp_path: Path) -> None:
