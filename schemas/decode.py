@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
+from itertools import repeat
 from datetime import UTC, date, datetime
 from types import NoneType
 from typing import Any
@@ -29,7 +30,8 @@ class InvalidAttributes(ValueError):
 
 
 def has_midtrace_attributes(attrs: Mapping[str, Any]) -> bool:
-    return any(k.startswith(c.PREFIX) for k in attrs)
+    # str.startswith mapped in C: a span of another convention has a hundred keys or more
+    return any(map(str.startswith, attrs, repeat(c.PREFIX)))
 
 
 # --- typed getters -------------------------------------------------------------------------
@@ -423,8 +425,9 @@ def estimate_tokens(record: RagRecord) -> tuple[RagRecord, bool]:
         prompt_tokens = int(math.ceil(record.prompt_chars * ratio))
     scaled = None if record.prompt_sections is None else tuple(
         s if s.token_start is not None or s.char_start is None or s.char_end is None
-        else replace(s, token_start=int(s.char_start * ratio),
-                     token_end=max(int(s.char_start * ratio), int(math.ceil(s.char_end * ratio))))
+        else PromptSection(s.kind, int(s.char_start * ratio),
+                           max(int(s.char_start * ratio), int(math.ceil(s.char_end * ratio))),
+                           s.char_start, s.char_end)
         for s in record.prompt_sections)
     return replace(record, placements=placements, prompt_tokens=prompt_tokens,
                    prompt_sections=scaled), bool(missing)
