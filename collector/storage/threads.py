@@ -81,10 +81,28 @@ def arrow_on_malloc() -> None:
     """Have pyarrow allocate from the C library's heap, which Python uses too and
     ``give_back_memory`` trims, instead of its bundled mimalloc pool, which keeps what a
     group's Arrow tables freed. Called by the collector and each derive worker before they
-    build a table (docs/collector.md, "Memory")."""
+    build a table, and before they start a thread (docs/collector.md, "Memory")."""
     import pyarrow as pa
 
+    few_heap_arenas()
     pa.set_memory_pool(pa.system_memory_pool())
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+HEAP_ARENAS = 2
+
+
+def few_heap_arenas() -> None:
+    """Have glibc's malloc keep at most HEAP_ARENAS arenas instead of up to eight per core.
+    Every thread that allocates at the same time as another gets an arena of its own, and an
+    arena keeps what was freed in it: the collector's intake, appender, writer and feeding
+    threads each pass megabytes of exports and rows through theirs. Holds for the arenas
+    made after the call (the threads that start after it); elsewhere than glibc, nothing."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):  # not glibc (macOS, musl)
+        return
+    mallopt(M_ARENA_MAX, HEAP_ARENAS)
 
 
 def arrow_allocator() -> str:
