@@ -41,8 +41,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.intake.otlp import spans_of_parsed_before
+from midtrace.collector.normalize.pipeline import normalize_trace
 from midtrace.collector.receive.bodies import (
     PROTOBUF, REDACTED_PROTOBUF, BadInput, accepted_before, check_spans, decompress, media_type,
     parse_traces)
