@@ -3,6 +3,7 @@ counted with glibc's own malloc_info, in a fresh process whose threads allocate 
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import sys
 
@@ -45,7 +46,7 @@ def _arenas(mode: str) -> int:
 
 
 def test_threads_share_few_arenas_once_capped() -> None:
-    if not hasattr(__import__("ctypes").CDLL(None), "malloc_info"):
+    if not hasattr(ctypes.CDLL(None), "malloc_info"):
         pytest.skip("not glibc: malloc keeps its own arenas and the cap is not set")
     free = _arenas("free")
     assert free > HEAP_ARENAS, f"{THREADS} threads made only {free} arenas uncapped"

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -80,12 +80,13 @@ def spans_of_raw(export: RawExport, max_bytes: int = 1 << 31) -> list[SpanRecord
     except (pa.ArrowException, OSError, ValueError) as e:  # a damaged entry: the file was hurt
         raise BadInput(400, f"the intake log's compressed body cannot be read: {e}") from e
     body = decompress(export.body, export.content_encoding, max_bytes)
+    pairs: Iterable[tuple[SpanRecord | None, str | None]]
     if export.content_type == REDACTED_PROTOBUF:  # texts read as what they stand for
         pairs = [(None if span is None else dataclasses.replace(
                       span, attributes={k: resolve(v, {}) for k, v in span.attributes.items()}),
                   error) for span, error in parse_traces(body, export.content_type)]
     elif export.checked and media_type(export.content_type) == PROTOBUF:
-        return accepted_before(spans_of_parsed_before(body))
+        pairs = spans_of_parsed_before(body)
     else:
         pairs = parse_traces(body, export.content_type)
     return accepted_before(pairs) if export.checked else check_spans(pairs).accepted
